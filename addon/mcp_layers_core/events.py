@@ -1,0 +1,106 @@
+"""What the proxy saw, as plain values: the input of the exchange tracker.
+
+The adapter turns mitmproxy hooks into these events; tests build them by hand. Each
+carries only what the core needs: `headers` hold the few lower-case names the core
+reads (see `WANTED_REQUEST_HEADERS` / `WANTED_RESPONSE_HEADERS`), so secrets such as
+`Authorization` or cookies never even reach the core. Times are seconds since the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+#: Request headers the core reads. Everything else stays in the proxy.
+WANTED_REQUEST_HEADERS: tuple[str, ...] = (
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "user-agent",
+    "last-event-id",
+)
+
+#: Response headers the core reads.
+WANTED_RESPONSE_HEADERS: tuple[str, ...] = (
+    "content-type",
+    "content-encoding",
+    "mcp-session-id",
+    "retry-after",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PostReceived:
+    """A POST reached the proxy, body complete."""
+
+    flow: str
+    ts: float
+    server: str  # upstream "host:port"
+    peer: str  # the client connection, "ip:port"
+    headers: Mapping[str, str]
+    body: bytes | None  # None when over the body cap (`body_size` tells how large)
+    body_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseStarted:
+    """Response headers arrived (the body has not been read yet)."""
+
+    flow: str
+    ts: float
+    status: int
+    headers: Mapping[str, str] = field(default_factory=dict)
+    framed: bool = True  # Content-Length or chunked; False = the body ends when the server closes
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseBody:
+    """A buffered (non-streamed) response is complete."""
+
+    flow: str
+    ts: float
+    body: bytes | None  # decoded content; None when over the body cap
+    body_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamChunk:
+    """A chunk of a streamed response, as the socket delivered it (raw wire bytes)."""
+
+    flow: str
+    ts: float
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnded:
+    """A streamed response ended normally (the proxy saw the end of the message)."""
+
+    flow: str
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class FlowFailed:
+    """The exchange broke: no response, or the response was interrupted."""
+
+    flow: str
+    ts: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyStopping:
+    """The proxy is shutting down; whatever is still open must be written now."""
+
+    ts: float
+
+
+Event = (
+    PostReceived
+    | ResponseStarted
+    | ResponseBody
+    | StreamChunk
+    | StreamEnded
+    | FlowFailed
+    | ProxyStopping
+)

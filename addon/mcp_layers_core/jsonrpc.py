@@ -1,0 +1,124 @@
+"""JSON-RPC 2.0 shapes as MCP uses them: decoding, recognising and keying messages.
+
+Decoding never raises into callers that use `try_loads`; everything here is pure and
+cheap, because it runs on every POST and on every SSE event of a proxied stream.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+try:  # orjson is a runtime dependency, but the addon must also load into a bare mitmproxy.
+    import orjson
+
+    _loads = orjson.loads
+    _DECODE_ERRORS: tuple[type[Exception], ...] = (orjson.JSONDecodeError, ValueError, TypeError)
+except ImportError:  # pragma: no cover - exercised only where orjson is absent
+    _loads = json.loads
+    _DECODE_ERRORS = (ValueError, TypeError, RecursionError)
+
+
+class NotJson:
+    """The sentinel type of `NOT_JSON`: the text was not JSON."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_JSON"
+
+
+NOT_JSON: Final = NotJson()
+
+#: `_meta` keys of the 2026-07-28 per-request envelope.
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+
+
+def try_loads(data: bytes | str) -> Any:
+    """Decode JSON, or return `NOT_JSON`. Never raises (deep nesting included)."""
+    try:
+        return _loads(data)
+    except _DECODE_ERRORS:
+        return NOT_JSON
+    except RecursionError:  # the stdlib fallback on absurdly deep input
+        return NOT_JSON
+
+
+def is_request(msg: object) -> bool:
+    """A request has a string `method` and an `id`."""
+    return isinstance(msg, dict) and isinstance(msg.get("method"), str) and "id" in msg
+
+
+def is_notification(msg: object) -> bool:
+    return isinstance(msg, dict) and isinstance(msg.get("method"), str) and "id" not in msg
+
+
+def is_response(msg: object) -> bool:
+    """Response-shaped: no method, and a `result` or an `error` (possibly both: invalid)."""
+    return isinstance(msg, dict) and "method" not in msg and ("result" in msg or "error" in msg)
+
+
+def looks_like_jsonrpc(msg: object) -> bool:
+    """What makes a POST body MCP traffic: a `jsonrpc` member and a method or an answer."""
+    return (
+        isinstance(msg, dict)
+        and "jsonrpc" in msg
+        and (isinstance(msg.get("method"), str) or "result" in msg or "error" in msg)
+    )
+
+
+def messages_of(value: object) -> list[dict[str, Any]] | None:
+    """The JSON-RPC messages of a decoded POST body, or None when it is not JSON-RPC.
+
+    A 2025-03-26 batch is a non-empty array of messages; any other value must itself
+    be one message.
+    """
+    if isinstance(value, list):
+        if value and all(looks_like_jsonrpc(m) for m in value):
+            return value
+        return None
+    if looks_like_jsonrpc(value):
+        return [value]  # type: ignore[list-item]
+    return None
+
+
+def id_key(request_id: object) -> tuple[str, object]:
+    """A dict key for a JSON-RPC id that keeps its JSON type: `"1"` and `1` differ."""
+    # bool is an int in Python but never a valid JSON-RPC id; keep it apart too.
+    return (type(request_id).__name__, request_id if _hashable(request_id) else repr(request_id))
+
+
+def _hashable(value: object) -> bool:
+    return isinstance(value, str | int | float | bool) or value is None
+
+
+def same_id(a: object, b: object) -> bool:
+    """JSON equality of two ids, type included (`1 != "1"`, `1 != true`)."""
+    return type(a) is type(b) and a == b
+
+
+def client_of(info: object) -> str | None:
+    """`"name@version"` from an MCP `Implementation` object."""
+    if not isinstance(info, dict):
+        return None
+    name = info.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    version = info.get("version")
+    return f"{name}@{version}" if isinstance(version, str) and version else name
+
+
+def meta_of(msg: dict[str, Any]) -> dict[str, Any]:
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def tool_of(msg: dict[str, Any]) -> str | None:
+    """`params.name` of a `tools/call`."""
+    if msg.get("method") != "tools/call":
+        return None
+    params = msg.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    return name if isinstance(name, str) else None

@@ -1,0 +1,330 @@
+"""Incremental, sans-IO parser for Server-Sent Events (`text/event-stream`).
+
+Feed it the body of an SSE response chunk by chunk as the proxy sees it; it returns
+the events completed by each chunk. It does no I/O, keeps no clock and never raises on
+any input, so the mitmproxy stream tap can call it on every chunk of every stream.
+
+Contract. `SseParser.feed(chunk)` returns, in stream order, one `SseEvent` per event
+block dispatched by a blank line and one `SseAnomaly` per event dropped for exceeding
+`max_event_bytes`; `SseParser.end()` marks the end of the stream and reports a partly
+received event as `SseAnomaly("unterminated_event")` instead of dispatching it. The
+interpretation is WHATWG's ("event stream interpretation"): lines end with CRLF, LF or
+CR; one leading BOM is stripped; `field: value` loses one space after the colon; comments
+(`:`) and unknown fields are ignored; `data` lines are joined with LF; an `id` holding
+NUL and a `retry` that is not all ASCII digits are ignored; the last event id persists
+across events. Unlike a browser it also dispatches blocks that carry no data but set
+`event`, `id` or `retry` (`has_data` tells them apart), because MCP servers send such
+"priming" events to make a stream resumable. The result is the same however the stream
+is cut into chunks (split invariance), and memory stays under `max_event_bytes`.
+
+Why bytes first: the stream is split into lines on the raw bytes, and only complete
+lines (in fact only the values the caller sees) are decoded, as UTF-8 with replacement.
+CR and LF never occur inside a multi-byte UTF-8 sequence, so a character cut in two by
+a chunk boundary is always whole again once its line is complete, and bad UTF-8 can
+neither raise nor hide a line end. Decoding chunk by chunk would corrupt cut characters;
+`str.splitlines` would split on characters SSE does not treat as line ends (U+2028,
+U+0085, VT, FF...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from .limits import MAX_EVENT_BYTES
+
+__all__ = ["SseAnomaly", "SseEvent", "SseParser"]
+
+_BOM: Final = b"\xef\xbb\xbf"
+_LINE_END: Final = re.compile(rb"(\r\n|\r|\n)")
+#: Retry values longer than this (in significant digits) are ignored: no reconnection
+#: delay of 10^18 ms is meaningful, and `int()` of a huge digit string raises on 3.11+.
+_MAX_RETRY_DIGITS: Final = 18
+
+#: `SseAnomaly.kind` values.
+EVENT_OVER_CAP: Final = "event_over_cap"
+UNTERMINATED_EVENT: Final = "unterminated_event"
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One dispatched event."""
+
+    event: str  # the `event:` field, "message" when absent or empty
+    data: str  # data lines joined with "\n" (WHATWG), final LF stripped
+    id: str | None  # the last-event-id buffer at dispatch time (persists); None if never set
+    retry: int | None  # a valid `retry:` value seen in THIS event block, else None
+    has_data: bool  # at least one `data` line in this block (`data:` alone counts)
+
+
+@dataclass(frozen=True, slots=True)
+class SseAnomaly:
+    """An event that was not dispatched."""
+
+    kind: str  # "event_over_cap" | "unterminated_event"
+    skipped_bytes: int  # bytes of the event that were dropped
+
+
+class SseParser:
+    """Incremental SSE parser for one stream. Not thread-safe; one instance per stream.
+
+    `feed(chunk)` takes the next bytes of the stream (an empty chunk is a no-op, not the
+    end) and returns the events and anomalies they complete. `end()` declares the end
+    of the stream: an event still being received is not dispatched (WHATWG) and is
+    reported as `SseAnomaly("unterminated_event", n)`, n counting its bytes; an event
+    being dropped for its size is reported as `SseAnomaly("event_over_cap", n)` instead.
+    After `end()` the parser is closed: `feed()` and `end()` return [] and raise nothing.
+
+    Size cap: when the line being read plus the pending event's data and event name
+    would exceed `max_event_bytes`, the event is dropped: its buffers are freed, input
+    is skipped up to the blank line that ends it, and one
+    `SseAnomaly("event_over_cap", n)` is returned there, n being all the bytes of that
+    event (its lines with their line ends, not the closing blank line). Lines of the
+    event read before the cap was crossed have taken effect on the last event id, as in
+    a browser. The last event id itself is held outside the cap; it is at most one line,
+    so at most `max_event_bytes` too.
+    """
+
+    __slots__ = (
+        "_block_raw",
+        "_bom",
+        "_cap",
+        "_closed",
+        "_data",
+        "_discarding",
+        "_dispatch",
+        "_event",
+        "_field_seen",
+        "_id",
+        "_partial",
+        "_plen",
+        "_retry",
+        "_skip_lf",
+    )
+
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        if max_event_bytes < 1:
+            raise ValueError(f"max_event_bytes must be positive, not {max_event_bytes!r}")
+        self._cap = max_event_bytes
+        self._closed = False
+        # Bytes held while deciding whether the stream starts with a BOM; None once decided.
+        self._bom: bytes | None = b""
+        # The previous chunk ended with CR: an LF opening the next chunk completes that CRLF.
+        self._skip_lf = False
+        # The line being read. bytearrays, not lists of fragments: memory stays equal to
+        # the byte count even when a peer sends one byte per chunk or many tiny lines.
+        self._partial = bytearray()
+        self._plen = 0  # its length; also counted (without storing) while discarding
+        self._discarding = False  # dropping an over-cap event until its blank line
+        # The current block: raw bytes of its complete lines, whether it has a field line,
+        # whether it will dispatch (data, event, or a valid id/retry seen).
+        self._block_raw = 0
+        self._field_seen = False
+        self._dispatch = False
+        # Event buffers. Data values are stored each followed by LF, so len() is exact.
+        self._data = bytearray()
+        self._event = b""
+        self._retry: int | None = None
+        self._id: str | None = None  # the last event id: persists across events
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held right now: the partial line and the pending event's data and name.
+
+        Never more than `max_event_bytes`, plus at most 2 bytes of a possible BOM.
+        """
+        held = len(self._partial) + len(self._data) + len(self._event)
+        return held + len(self._bom) if self._bom else held
+
+    @property
+    def closed(self) -> bool:
+        """`end()` was called."""
+        return self._closed
+
+    def feed(self, chunk: bytes) -> list[SseEvent | SseAnomaly]:
+        """Parse the next bytes of the stream; return what they complete, in order."""
+        if self._closed or not chunk:
+            return []
+        if type(chunk) is not bytes:  # bytearray, memoryview: same bytes, one copy
+            chunk = bytes(chunk)
+        if self._bom is not None:
+            chunk = self._strip_bom(chunk)
+            if not chunk:
+                return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[0] == 0x0A:
+                # The LF of a CRLF cut by the chunk boundary. It belongs to the line the
+                # CR ended: count it if that line is in the current block, i.e. was not
+                # the blank line that just closed one (which leaves _block_raw at 0).
+                if self._block_raw:
+                    self._block_raw += 1
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+
+        out: list[SseEvent | SseAnomaly] = []
+        # One C-level scan picks the path: streams with CR line ends are rare, so the
+        # common LF-only chunk gets a plain split and skips the regex.
+        if b"\r" in chunk:
+            pieces = _LINE_END.split(chunk)  # [line, end, line, end, ..., rest]
+            rest = pieces.pop()
+            lines = pieces[0::2]
+            ends: list[bytes] | None = pieces[1::2]
+            # A CR at the very end may be the first half of a CRLF cut by the boundary.
+            self._skip_lf = not rest and pieces[-1] == b"\r"
+        else:
+            lines = chunk.split(b"\n")
+            rest = lines.pop()
+            ends = None
+
+        if lines:
+            cap = self._cap
+            first = 0
+            if self._plen:
+                # The first line continues the line left partial by earlier chunks.
+                first = 1
+                head = lines[0]
+                plen = self._plen
+                self._plen = 0
+                size = plen + len(head)
+                raw = size + (1 if ends is None else len(ends[0]))
+                if self._discarding:
+                    self._skip_line(size, raw, out)
+                elif len(self._data) + len(self._event) + size > cap:
+                    self._drop_event()
+                    self._block_raw += raw
+                else:
+                    line = b"".join((self._partial, head))
+                    self._partial = bytearray()
+                    self._line(line, raw, out)
+            for i in range(first, len(lines)):
+                line = lines[i]
+                raw = len(line) + (1 if ends is None else len(ends[i]))
+                if self._discarding:
+                    self._skip_line(len(line), raw, out)
+                elif line and len(self._data) + len(self._event) + len(line) > cap:
+                    self._drop_event()
+                    self._block_raw += raw
+                else:
+                    self._line(line, raw, out)
+
+        if rest:
+            if self._discarding:
+                self._plen += len(rest)
+            else:
+                size = self._plen + len(rest)
+                if len(self._data) + len(self._event) + size > self._cap:
+                    self._drop_event()
+                else:
+                    self._partial += rest
+                self._plen = size
+        return out
+
+    def end(self) -> list[SseEvent | SseAnomaly]:
+        """Declare the end of the stream; report an event left incomplete. Idempotent."""
+        if self._closed:
+            return []
+        self._closed = True
+        pending = self._block_raw + self._plen + (len(self._bom) if self._bom else 0)
+        out: list[SseEvent | SseAnomaly] = []
+        if self._discarding:
+            out.append(SseAnomaly(EVENT_OVER_CAP, pending))
+        elif self._field_seen or self._plen or self._bom:
+            out.append(SseAnomaly(UNTERMINATED_EVENT, pending))
+        self._bom = None
+        self._partial = bytearray()
+        self._plen = 0
+        self._discarding = False
+        self._reset_block()
+        return out
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _strip_bom(self, chunk: bytes) -> bytes:
+        """Drop one leading BOM, which may arrive split across the first chunks."""
+        held = self._bom
+        buf = held + chunk if held else chunk
+        if len(buf) < 3 and _BOM.startswith(buf):
+            self._bom = buf  # still could be a BOM: wait for more
+            return b""
+        self._bom = None
+        return buf[3:] if buf.startswith(_BOM) else buf
+
+    def _line(self, line: bytes, raw: int, out: list[SseEvent | SseAnomaly]) -> None:
+        """Interpret one complete line (the cap is already checked)."""
+        if not line:  # blank line: dispatch
+            if self._dispatch:
+                data = self._data
+                event = self._event
+                out.append(
+                    SseEvent(
+                        event=event.decode("utf-8", "replace") if event else "message",
+                        # data[:-1]: drop the LF that follows the last data value.
+                        data=data[:-1].decode("utf-8", "replace") if data else "",
+                        id=self._id,
+                        retry=self._retry,
+                        has_data=bool(data),
+                    )
+                )
+            self._reset_block()
+            return
+        self._block_raw += raw
+        if line[0] == 0x3A:  # ":" comment
+            return
+        self._field_seen = True
+        colon = line.find(b":")
+        if colon < 0:
+            name = line
+            value = b""
+        else:
+            name = line[:colon]
+            start = colon + 2 if line[colon + 1 : colon + 2] == b" " else colon + 1
+            value = line[start:]
+        if name == b"data":
+            self._data += value
+            self._data.append(0x0A)
+            self._dispatch = True
+        elif name == b"event":
+            self._event = value
+            self._dispatch = True
+        elif name == b"id":
+            if b"\x00" not in value:
+                self._id = value.decode("utf-8", "replace")
+                self._dispatch = True
+        elif name == b"retry":
+            # bytes.isdigit() is ASCII-only, as WHATWG wants ("1e3", "٣", "" are ignored).
+            if value.isdigit():
+                digits = value.lstrip(b"0")
+                if len(digits) <= _MAX_RETRY_DIGITS:
+                    self._retry = int(digits) if digits else 0
+                    self._dispatch = True
+        # any other field name is ignored
+
+    def _skip_line(self, size: int, raw: int, out: list[SseEvent | SseAnomaly]) -> None:
+        """A complete line while dropping an over-cap event: only its size matters."""
+        if size:
+            self._block_raw += raw
+            return
+        out.append(SseAnomaly(EVENT_OVER_CAP, self._block_raw))
+        self._discarding = False
+        self._reset_block()
+
+    def _drop_event(self) -> None:
+        """The pending event crossed the cap: free it and skip to its blank line."""
+        self._discarding = True
+        self._partial = bytearray()  # _plen keeps counting the line's bytes
+        self._data = bytearray()
+        self._event = b""
+        self._retry = None
+        self._dispatch = False
+
+    def _reset_block(self) -> None:
+        self._block_raw = 0
+        self._field_seen = False
+        self._dispatch = False
+        if self._data:
+            self._data = bytearray()  # a new buffer, so a big event's memory is returned
+        self._event = b""
+        self._retry = None
