@@ -1,0 +1,217 @@
+"""The mitmproxy adapter, through mitmproxy's own test helpers (no sockets)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import mcp_layers
+import pytest
+from mitmproxy import exceptions, http
+from mitmproxy.test import taddons, tflow, tutils
+
+CALL = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}'
+OK = b'{"jsonrpc":"2.0","id":7,"result":{"content":[],"isError":false}}'
+
+
+def post_flow(body: bytes = CALL, headers: dict[str, str] | None = None) -> http.HTTPFlow:
+    req = tutils.treq(method=b"POST", path=b"/mcp", content=body)
+    for k, v in (headers or {}).items():
+        req.headers[k] = v
+    f = tflow.tflow(req=req)
+    f.response = None
+    return f
+
+
+def respond(
+    f: http.HTTPFlow, status: int, ctype: str, content: bytes | None, **headers: str
+) -> None:
+    f.response = tutils.tresp(status_code=status, content=content)
+    f.response.headers["content-type"] = ctype
+    for k, v in headers.items():
+        f.response.headers[k.replace("_", "-")] = v
+
+
+def records(out: io.BytesIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@pytest.fixture
+def addon() -> Any:
+    out = io.BytesIO()
+    a = mcp_layers.McpLayers(outfile=out)
+    with taddons.context(a) as tctx:
+        tctx.configure(a, mcp_scenario="adapter")
+        a.out = out
+        yield a
+
+
+def test_json_exchange_is_recorded_and_left_alone(addon: Any) -> None:
+    f = post_flow(headers={"Authorization": "Bearer canary-secret-123456", "Cookie": "sid=canary"})
+    addon.request(f)
+    respond(f, 200, "application/json", OK)
+    addon.responseheaders(f)
+    assert not f.response.stream  # JSON stays buffered, exactly as without the addon
+    addon.response(f)
+    (rec,) = records(addon.out)
+    assert (rec["method"], rec["tool"], rec["outcome"], rec["scenario"]) == (
+        "tools/call",
+        "echo",
+        "TOOL_SUCCESS",
+        "adapter",
+    )
+    assert f.request.content == CALL and f.response.content == OK
+    assert "canary" not in addon.out.getvalue().decode()
+
+
+def test_sse_answer_gets_a_tap_that_returns_the_same_chunk(addon: Any) -> None:
+    f = post_flow()
+    addon.request(f)
+    respond(f, 200, "text/event-stream", None)
+    addon.responseheaders(f)
+    tap = f.response.stream
+    assert isinstance(tap, mcp_layers.StreamTap)
+    answer = b"event: message\ndata: " + OK + b"\n\n"
+    chunks = [b"id: 1\ndata: \n\n", answer[:9], answer[9:], b""]
+    for c in chunks:
+        assert tap(c) is c
+    addon.response(f)
+    (rec,) = records(addon.out)
+    assert rec["outcome"] == "TOOL_SUCCESS" and rec["sse"] == {
+        "events": 2,
+        "final": True,
+        "end": "complete",
+    }
+
+
+def test_tap_never_raises_even_when_the_core_does(
+    addon: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    f = post_flow()
+    addon.request(f)
+    respond(f, 200, "text/event-stream", None)
+    addon.responseheaders(f)
+
+    def boom(_event: object) -> None:
+        raise RuntimeError("core bug")
+
+    monkeypatch.setattr(addon.tracker, "handle", boom)
+    chunk = b"data: x\n\n"
+    assert f.response.stream(chunk) is chunk
+    assert f.response.stream(b"") == b""
+    addon.response(f)
+    addon.error(f)
+    assert addon.errors >= 3
+
+
+def test_untracked_event_streams_are_streamed_not_buffered(addon: Any) -> None:
+    f = tflow.tflow(req=tutils.treq(method=b"GET", path=b"/mcp", content=b""))
+    respond(f, 200, "text/event-stream; charset=utf-8", None)
+    addon.request(f)
+    addon.responseheaders(f)
+    assert f.response.stream is True
+    assert records(addon.out) == []
+
+
+def test_non_mcp_post_is_not_recorded(addon: Any) -> None:
+    f = post_flow(body=b"a=1&b=2")
+    addon.request(f)
+    respond(f, 200, "application/json", b"{}")
+    addon.responseheaders(f)
+    addon.response(f)
+    assert records(addon.out) == [] and not f.response.stream
+
+
+def test_error_without_response_is_no_response(addon: Any) -> None:
+    f = post_flow()
+    addon.request(f)
+    f.error = tflow.terr()
+    addon.error(f)
+    (rec,) = records(addon.out)
+    assert (rec["outcome"], rec["httpStatuses"]) == ("NO_RESPONSE", [])
+
+
+def test_done_writes_what_is_still_open(addon: Any) -> None:
+    f = post_flow()
+    addon.request(f)
+    addon.done()
+    (rec,) = records(addon.out)
+    assert rec["notes"] == ["proxy_shutdown"]
+    f.error = tflow.terr()
+    addon.error(f)  # arrives after done: no second record
+    assert len(records(addon.out)) == 1
+
+
+def test_existing_stream_callable_is_chained_not_replaced(addon: Any) -> None:
+    f = post_flow()
+    addon.request(f)
+    respond(f, 200, "text/event-stream", None)
+    seen: list[bytes] = []
+
+    def other(data: bytes) -> bytes:
+        seen.append(data)
+        return data
+
+    f.response.stream = other
+    addon.responseheaders(f)
+    chunk = b"data: " + OK + b"\n\n"
+    assert f.response.stream(chunk) is chunk and seen == [chunk]
+    addon.response(f)
+    assert records(addon.out)[0]["outcome"] == "TOOL_SUCCESS"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "mcp_max_body_kb",
+            0,
+            "mcp_max_body_kb must be a positive number of KiB, not 0; e.g. --set mcp_max_body_kb=16384",
+        ),
+        ("mcp_max_event_kb", -5, "mcp_max_event_kb must be a positive number of KiB"),
+        ("mcp_scenario", "x" * 500, "mcp_scenario must be printable text"),
+        ("mcp_scenario", "bad\nlabel", "mcp_scenario must be printable text"),
+        ("mcp_record_dir", " ", "mcp_record_dir is empty; name a directory"),
+    ],
+)
+def test_bad_options_are_refused_with_what_to_write(
+    option: str, value: object, message: str
+) -> None:
+    a = mcp_layers.McpLayers()
+    with (
+        taddons.context(a) as tctx,
+        pytest.raises(exceptions.OptionsError, match=message.replace("(", r"\(")),
+    ):
+        tctx.configure(a, **{option: value})
+
+
+def test_unwritable_record_dir_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    a = mcp_layers.McpLayers()
+    with (
+        taddons.context(a) as tctx,
+        pytest.raises(exceptions.OptionsError, match=r"cannot create .*writable directory"),
+    ):
+        tctx.configure(a, mcp_record_dir=str(blocker / "rec"))
+
+
+def test_record_dir_option_writes_a_private_file(tmp_path: Path) -> None:
+    a = mcp_layers.McpLayers()
+    with taddons.context(a) as tctx:
+        tctx.configure(a, mcp_record_dir=str(tmp_path / "rec"))
+        f = post_flow()
+        a.request(f)
+        respond(f, 200, "application/json", OK)
+        a.responseheaders(f)
+        a.response(f)
+        a.done()
+    (path,) = (tmp_path / "rec").glob("mcp-*.jsonl")
+    assert json.loads(path.read_text())["outcome"] == "TOOL_SUCCESS"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_script_module_exposes_one_addon() -> None:
+    assert len(mcp_layers.addons) == 1 and isinstance(mcp_layers.addons[0], mcp_layers.McpLayers)
