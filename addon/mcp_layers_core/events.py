@@ -17,6 +17,7 @@ WANTED_REQUEST_HEADERS: tuple[str, ...] = (
     "mcp-protocol-version",
     "user-agent",
     "last-event-id",
+    "accept",
 )
 
 #: Response headers the core reads.
@@ -39,6 +40,20 @@ class PostReceived:
     headers: Mapping[str, str]
     body: bytes | None  # None when over the body cap (`body_size` tells how large)
     body_size: int = 0
+    query_session: str | None = None  # 2024-11-05: `session_id`/`sessionId` of the POST URL
+
+
+@dataclass(frozen=True, slots=True)
+class OtherRequest:
+    """A GET (an event stream) or a DELETE (the end of a session) reached the proxy."""
+
+    flow: str
+    ts: float
+    method: str
+    server: str
+    peer: str
+    headers: Mapping[str, str]
+    query_session: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

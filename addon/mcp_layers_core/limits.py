@@ -21,3 +21,13 @@ MAX_ERROR_MESSAGE_CHARS = 300
 
 #: SSE events parsed on a stream that has shown no JSON-RPC yet before the tap stops looking.
 NON_MCP_STREAM_PROBE_EVENTS = 8
+
+#: (client, call signature) pairs remembered to recognise retries.
+MAX_RETRY_SIGNATURES = 20_000
+
+#: Requests parked until their answer arrives on another stream (2024-11-05 GET stream,
+#: or a 2025-11-25 resumption); also caps pending server-to-client requests.
+MAX_PARKED = 10_000
+
+#: How long a request whose stream broke may wait for a resumed stream to answer it.
+RESUME_WINDOW_S = 300.0

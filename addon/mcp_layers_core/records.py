@@ -66,6 +66,22 @@ def base_record(
         "layer": None,
         "sse": None,
         "retryOrigin": "none",
+        "attempt": None,
+        "retryOf": None,
+        "retryDelayMs": None,
+        "retryAfterMs": None,
+        "retryAfterHonored": None,
+        "toolSafety": None,
+        "unsafeRetry": None,
+        "continues": None,
+        "previousSession": None,
+        "negotiation": None,
+        "ackNote": None,
+        "serverMethod": None,
+        "answerMs": None,
+        "endReason": None,
+        "sessionStats": None,
+        "injected": None,
         "scenario": scenario,
         "notes": [],
     }
@@ -86,5 +102,5 @@ def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) ->
         record["notes"].append(verdict.note)
 
 
-def sse_summary(events: int, final: bool, end: str) -> dict[str, Any]:
-    return {"events": events, "final": final, "end": end}
+def sse_summary(events: int, final: bool, end: str, resumed: bool = False) -> dict[str, Any]:
+    return {"events": events, "final": final, "end": end, "resumed": resumed}

