@@ -34,6 +34,7 @@ from mcp_layers_core.events import (
     WANTED_RESPONSE_HEADERS,
     Event,
     FlowFailed,
+    OtherRequest,
     PostReceived,
     ProxyStopping,
     ResponseBody,
@@ -164,8 +165,11 @@ class McpLayers:
 
     def request(self, flow: http.HTTPFlow) -> None:
         with self.guard("request"):
-            if flow.request.method == "POST":
+            method = flow.request.method
+            if method == "POST":
                 self.feed(self._post(flow))
+            elif method in ("GET", "DELETE"):
+                self.feed(_other_request(flow))
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         with self.guard("responseheaders"):
@@ -226,15 +230,15 @@ class McpLayers:
         body = None
         if raw is not None and len(raw) <= self._max_body:
             body = req.get_content(strict=False)
-        peer = flow.client_conn.peername
         return PostReceived(
             flow=flow.id,
             ts=req.timestamp_start,
             server=f"{req.host}:{req.port}",
-            peer=f"{peer[0]}:{peer[1]}" if peer else "unknown",
+            peer=_peer(flow),
             headers=_pick(req.headers, WANTED_REQUEST_HEADERS),
             body=body,
             body_size=len(raw) if raw is not None else 0,
+            query_session=_query_session(req),
         )
 
     def _response_end(self, flow: http.HTTPFlow) -> Event:
@@ -253,6 +257,32 @@ class McpLayers:
         assert flow.response is not None
         previous = flow.response.stream
         flow.response.stream = _Chained(tap, previous) if callable(previous) else tap
+
+
+def _other_request(flow: http.HTTPFlow) -> OtherRequest:
+    req = flow.request
+    return OtherRequest(
+        flow=flow.id,
+        ts=req.timestamp_start,
+        method=req.method,
+        server=f"{req.host}:{req.port}",
+        peer=_peer(flow),
+        headers=_pick(req.headers, WANTED_REQUEST_HEADERS),
+        query_session=_query_session(req),
+    )
+
+
+def _peer(flow: http.HTTPFlow) -> str:
+    peer = flow.client_conn.peername
+    return f"{peer[0]}:{peer[1]}" if peer else "unknown"
+
+
+def _query_session(req: http.Request) -> str | None:
+    """2024-11-05 servers name the session in the POST URL the `endpoint` event gave."""
+    if "?" not in req.path:
+        return None
+    query = req.query
+    return query.get("session_id") or query.get("sessionId")
 
 
 def _response_started(flow: http.HTTPFlow) -> ResponseStarted:

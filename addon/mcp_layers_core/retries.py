@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -46,6 +47,13 @@ VOLATILE_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
 UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE})
 
 
+def _canonical_safe(value: object) -> bytes:
+    try:
+        return _canonical(value)
+    except (TypeError, ValueError):  # orjson refuses ints over 64 bits, for one
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:20]
 
@@ -54,18 +62,12 @@ def call_signature(method: str, params: object) -> str:
     """What is being asked, independent of ids, `_meta` noise and key order."""
     if isinstance(params, dict):
         params = {k: v for k, v in params.items() if k not in VOLATILE_PARAMS}
-    try:
-        return _digest(_canonical([method, params]))
-    except (TypeError, ValueError):  # orjson refuses ints over 64 bits, for one
-        return _digest(repr([method, params]).encode())
+    return _digest(_canonical_safe([method, params]))
 
 
 def message_digest(msg: dict[str, Any]) -> str:
     """The whole message, id and `_meta` included: equal digests mean a byte-level resend."""
-    try:
-        return _digest(_canonical(msg))
-    except (TypeError, ValueError):
-        return _digest(repr(msg).encode())
+    return _digest(_canonical_safe(msg))
 
 
 def is_continuation(params: object) -> bool:
@@ -160,8 +162,39 @@ class RetryInfo:
 NOT_A_RETRY = RetryInfo()
 
 
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """What the retry rules need to know about sessions, from the session book."""
+
+    #: This attempt's session is server-issued (not a connection stand-in).
+    real: bool
+    #: When this attempt's session was initialised, if known.
+    created: float | None
+    #: A session key -> (how it ended or None, server-issued?), or None if forgotten.
+    lookup: Callable[[str], tuple[str | None, bool] | None]
+
+
+def _origin(prev: Attempt, attempt: Attempt, session: SessionView) -> str | None:
+    """`reinit`, `resend`, `reissue`, or None when the repeat is a new conversation."""
+    if prev.session != attempt.session:
+        previous_ended, previous_real = session.lookup(prev.session) or (None, False)
+        if previous_ended in ("delete", "shutdown"):
+            return None  # the client closed that session on purpose: a new conversation
+        if session.real:
+            # Only a session opened after the failed attempt can be its recovery; an
+            # older one is a concurrent conversation of a look-alike client.
+            if session.created is not None and session.created >= prev.start:
+                return "reinit"
+            return None
+        if previous_real:
+            return None  # a real session, then a connection stand-in: another client run
+        # Stateless clients may well retry on a new connection: fall through.
+    same_id = prev.rpc_id == attempt.rpc_id and type(prev.rpc_id) is type(attempt.rpc_id)
+    return "resend" if same_id and prev.digest == attempt.digest else "reissue"
+
+
 class RetryBook:
-    """The last attempt of every (client, call signature) seen recently, bounded."""
+    """The last attempt of every (client, server, call signature) seen recently, bounded."""
 
     def __init__(self, max_entries: int = limits.MAX_RETRY_SIGNATURES) -> None:
         self._last: OrderedDict[tuple[object, str], Attempt] = OrderedDict()
@@ -173,13 +206,14 @@ class RetryBook:
         attempt: Attempt,
         *,
         continuation: bool,
-        new_session_since: float | None,
+        session: SessionView,
         safety: str,
     ) -> RetryInfo:
         """Register `attempt` as the latest of `key`; say how it relates to the previous one.
 
-        `new_session_since` is when this attempt's session was initialised (None for
-        connection stand-ins): a session younger than the previous attempt makes `reinit`.
+        `key` is (who asks and where, what): client, user agent, address and server, then
+        the call signature. `session` describes this attempt's session and can look up
+        the previous attempt's.
         """
         prev = self._last.get(key)
         self._last[key] = attempt
@@ -192,25 +226,16 @@ class RetryBook:
             return RetryInfo(continues=prev.record_id)
         if prev.outcome in SUCCESSFUL:
             return NOT_A_RETRY  # asked again after a success: a new call, not a retry
+        origin = _origin(prev, attempt, session)
+        if origin is None:
+            return NOT_A_RETRY
         attempt.attempt = prev.attempt + 1
         delay = None if prev.end is None else round(max(0.0, attempt.start - prev.end) * 1000, 1)
-        if (
-            prev.session != attempt.session
-            and new_session_since is not None
-            and new_session_since >= prev.start
-        ):
-            origin = "reinit"
-        elif (
-            prev.rpc_id == attempt.rpc_id
-            and type(prev.rpc_id) is type(attempt.rpc_id)
-            and (prev.digest == attempt.digest)
-        ):
-            origin = "resend"
-        else:
-            origin = "reissue"
         honored = None
         if prev.retry_after_ms is not None and delay is not None:
             honored = delay >= prev.retry_after_ms
+        # Did the failed attempt perhaps do its work? Then repeating an unsafe tool may
+        # do it twice. A 4xx or a JSON-RPC error says it did not run; these do not.
         uncertain = (
             prev.outcome is None
             or prev.outcome in UNCERTAIN

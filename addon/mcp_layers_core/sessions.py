@@ -96,5 +96,8 @@ class SessionBook:
         """The session this client lost to a 404 and has not re-initialised since."""
         return self._lost.pop(identity, None)
 
+    def find(self, key: str) -> Session | None:
+        return self._sessions.get(key)
+
     def live_real(self) -> list[Session]:
         return [s for s in self._sessions.values() if s.real and s.ended is None]

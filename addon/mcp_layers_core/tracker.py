@@ -65,6 +65,7 @@ from .retries import (
     Attempt,
     RetryBook,
     RetryInfo,
+    SessionView,
     ToolSafetyBook,
     call_signature,
     is_continuation,
@@ -343,14 +344,21 @@ class Tracker:
             statuses=[],
         )
         p.retry = self.retries.begin(
-            ((x.client, x.user_agent, _host(x.peer)), call_signature(method, params)),
+            ((x.client, x.user_agent, _host(x.peer), x.server), call_signature(method, params)),
             p.attempt,
             continuation=is_continuation(params),
-            new_session_since=x.session.created if x.session.real else None,
+            session=self._session_view(x.session),
             safety=p.safety or "unknown",
         )
         x.requests.append(p)
         x.by_id[id_key(p.rpc_id)] = p
+
+    def _session_view(self, session: Session) -> SessionView:
+        return SessionView(session.real, session.created, self._session_state)
+
+    def _session_state(self, key: str) -> tuple[str | None, bool] | None:
+        found = self.sessions.find(key)
+        return None if found is None else (found.ended, found.real)
 
     def _match_answers(self, x: Exchange, answers: list[dict[str, Any]]) -> None:
         """A client's POSTed answers to server requests seen earlier on a stream."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from typing import Any
 
 import pytest
 from mcp_layers_core.events import (
@@ -14,80 +13,9 @@ from mcp_layers_core.events import (
     ResponseBody,
     ResponseStarted,
     StreamChunk,
-    StreamEnded,
 )
-from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase, Settings, Tracker
-
-SERVER = "127.0.0.1:9000"
-PEER = "127.0.0.1:50000"
-SSE = {"content-type": "text/event-stream"}
-JSON = {"content-type": "application/json"}
-
-
-def rpc(id_: object, method: str, **params: Any) -> bytes:
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
-    if params:
-        msg["params"] = params
-    return json.dumps(msg).encode()
-
-
-def call(id_: object, tool: str = "echo") -> bytes:
-    return rpc(id_, "tools/call", name=tool, arguments={})
-
-
-def result(id_: object, **res: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": id_, "result": res}
-
-
-def event(msg: object, name: str = "message") -> bytes:
-    return f"event: {name}\ndata: {json.dumps(msg)}\n\n".encode()
-
-
-class Run:
-    """A tracker plus a clock, with one-line helpers for the usual exchanges."""
-
-    def __init__(self, **settings: Any) -> None:
-        self.t = Tracker(Settings(**settings))
-        self.now = 1_700_000_000.0
-        self.n = 0
-
-    def tick(self) -> float:
-        self.now += 0.01
-        return self.now
-
-    def post(self, body: bytes, headers: dict[str, str] | None = None, peer: str = PEER) -> str:
-        self.n += 1
-        flow = f"f{self.n}"
-        assert (
-            self.t.handle(PostReceived(flow, self.tick(), SERVER, peer, headers or {}, body)) == []
-        )
-        return flow
-
-    def json(
-        self, flow: str, status: int, answer: object, headers: dict[str, str] | None = None
-    ) -> list[dict]:
-        self.t.handle(ResponseStarted(flow, self.tick(), status, {**JSON, **(headers or {})}))
-        raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-        return self.t.handle(ResponseBody(flow, self.tick(), raw, len(raw)))
-
-    def sse(
-        self,
-        flow: str,
-        chunks: list[bytes],
-        headers: dict[str, str] | None = None,
-        end: str = "ok",
-        framed: bool = True,
-    ) -> list[dict]:
-        self.t.handle(ResponseStarted(flow, self.tick(), 200, {**SSE, **(headers or {})}, framed))
-        for c in chunks:
-            assert self.t.handle(StreamChunk(flow, self.tick(), c)) == []
-        if end == "ok":
-            return self.t.handle(StreamEnded(flow, self.tick()))
-        return self.t.handle(FlowFailed(flow, self.tick(), end))
-
-    def exchange(self, body: bytes, answer: object, headers: dict[str, str] | None = None) -> dict:
-        (record,) = self.json(self.post(body, headers), 200, answer)
-        return record
+from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase
+from wire import JSON, PEER, SERVER, SSE, Run, call, event, result, rpc
 
 
 def test_json_exchange_record_fields() -> None:
@@ -207,12 +135,27 @@ def test_2026_meta_carries_client_and_version_per_request() -> None:
 
 def test_negotiation_flag_on_the_released_record() -> None:
     r = Run()
-    err = {"jsonrpc": "2.0", "id": None, "error": {"code": -32022, "message": "Unsupported protocol version"}}
+    err = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32022, "message": "Unsupported protocol version"},
+    }
     assert r.json(r.post(rpc(1, "server/discover"), {"user-agent": "py"}), 400, err) == []
-    init = rpc(2, "initialize", protocolVersion="2025-11-25", capabilities={}, clientInfo={"name": "c", "version": "1"})
+    init = rpc(
+        2,
+        "initialize",
+        protocolVersion="2025-11-25",
+        capabilities={},
+        clientInfo={"name": "c", "version": "1"},
+    )
     released = r.t.handle(PostReceived("i", r.tick(), SERVER, PEER, {"user-agent": "py"}, init))
     (rec,) = released
-    assert (rec["outcome"], rec["layer"], rec["httpStatuses"], rec["negotiation"]) == ("HTTP_ERROR", "transport", [400], True)
+    assert (rec["outcome"], rec["layer"], rec["httpStatuses"], rec["negotiation"]) == (
+        "HTTP_ERROR",
+        "transport",
+        [400],
+        True,
+    )
     assert rec["jsonrpc"]["errorCode"] == -32022
     # A rejection followed by something else is a plain failure: negotiation false.
     assert r.json(r.post(rpc(3, "server/discover"), {"user-agent": "py"}), 400, err) == []
