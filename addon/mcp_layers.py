@@ -128,6 +128,13 @@ class McpLayers:
             "unparsed and is noted.",
         )
         loader.add_option(
+            "mcp_record_max_mb",
+            int,
+            0,
+            "Rotate the recording to a numbered part once it reaches this many MiB "
+            "(0: never); a record is never split.",
+        )
+        loader.add_option(
             "mcp_raw_session_ids",
             bool,
             False,
@@ -150,10 +157,20 @@ class McpLayers:
                 f"mcp_scenario must be printable text of at most {MAX_SCENARIO_CHARS} characters, "
                 f"e.g. --set mcp_scenario=errors.http_status_sequence"
             )
-        if "mcp_record_dir" in updated and self._outfile is None:
+        if "mcp_record_max_mb" in updated and opts.mcp_record_max_mb < 0:
+            raise exceptions.OptionsError(
+                f"mcp_record_max_mb must be 0 (no rotation) or a number of MiB, "
+                f"not {opts.mcp_record_max_mb}; e.g. --set mcp_record_max_mb=100"
+            )
+        if updated & {"mcp_record_dir", "mcp_record_max_mb"} and self._outfile is None:
             directory = _writable_dir(opts.mcp_record_dir)
             self.writer.close()
-            self.writer = RecordWriter(directory, started=self.started, on_error=logger.warning)
+            self.writer = RecordWriter(
+                directory,
+                started=self.started,
+                on_error=logger.warning,
+                max_bytes=opts.mcp_record_max_mb * 1024 * 1024 or None,
+            )
         self.tracker.settings = Settings(
             scenario=opts.mcp_scenario or None,
             raw_session_ids=opts.mcp_raw_session_ids,

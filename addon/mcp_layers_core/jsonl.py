@@ -2,13 +2,17 @@
 
 The proxy must keep serving when the disk refuses, so a failed write is counted and
 reported once through `on_error`, and the writer keeps trying on later records (a disk
-that was full may have room again). Files are created 0600 in a 0700 directory: a
-recording names clients, tools and servers, which is nobody else's business.
+that was full may have room again). A write that fails half-way is cut back off the
+file, so a file only ever holds whole lines. Files are created 0600 in a 0700
+directory: a recording names clients, tools and servers, which is nobody else's
+business. With `max_bytes`, a run's recording rotates to numbered parts
+(`mcp-<start>-002.jsonl`, …) between records, never inside one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Callable
@@ -29,13 +33,15 @@ except ImportError:  # pragma: no cover - the addon also loads into a bare mitmp
         return text.encode("utf-8") + b"\n"
 
 
-def run_file_name(started: float) -> str:
-    """`mcp-20261130T154121Z.jsonl`: one file per proxy run, named by its UTC start."""
-    return "mcp-" + datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ") + ".jsonl"
+def run_file_name(started: float, part: int = 1) -> str:
+    """`mcp-20261130T154121Z.jsonl`: one file per proxy run, named by its UTC start;
+    rotated parts add `-002`, `-003`, …"""
+    stamp = datetime.fromtimestamp(started, UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"mcp-{stamp}.jsonl" if part == 1 else f"mcp-{stamp}-{part:03d}.jsonl"
 
 
 class RecordWriter:
-    """Writes records to `outfile` (tests) or to a file opened lazily in `directory`."""
+    """Writes records to `outfile` (tests) or to files opened lazily in `directory`."""
 
     def __init__(
         self,
@@ -44,10 +50,15 @@ class RecordWriter:
         started: float,
         outfile: IO[bytes] | None = None,
         on_error: Callable[[str], None] | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         self.directory = Path(directory) if directory is not None else None
         self.started = started
-        self._file: IO[bytes] | None = outfile
+        self.max_bytes = max_bytes
+        self._outfile = outfile
+        self._fd: int | None = None
+        self._size = 0
+        self._part = 1
         self._on_error = on_error
         self._reported = False
         self.written = 0
@@ -60,10 +71,11 @@ class RecordWriter:
 
     def _write_one(self, line: bytes) -> None:
         try:
-            f = self._file or self._open()
-            # One write call per line, then flush: a reader (or a crash) sees whole lines.
-            f.write(line)
-            f.flush()
+            if self._outfile is not None:
+                self._outfile.write(line)
+                self._outfile.flush()
+            else:
+                self._append(line)
             self.written += 1
         except (OSError, ValueError) as e:  # ValueError: write to a closed file
             self.lost += 1
@@ -72,19 +84,36 @@ class RecordWriter:
                 if self._on_error:
                     self._on_error(f"cannot write the recording ({e}); records are being lost")
 
-    def _open(self) -> IO[bytes]:
+    def _append(self, line: bytes) -> None:
+        fd = self._fd if self._fd is not None else self._open()
+        if self.max_bytes and self._size and self._size + len(line) > self.max_bytes:
+            self.close()
+            self._part += 1
+            fd = self._open()
+        before = self._size
+        try:
+            # One unbuffered write per line: a reader, or a crash, sees whole lines.
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(errno.ENOSPC, "short write")
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, before)  # never leave half a record behind
+            raise
+        self._size += written
+
+    def _open(self) -> int:
         if self.directory is None:
             raise OSError("no recording directory configured")
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = self.directory / run_file_name(self.started)
+        path = self.directory / run_file_name(self.started, self._part)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        self._file = os.fdopen(fd, "ab", buffering=0)
-        self.path = path
-        return self._file
+        self._fd, self._size, self.path = fd, os.fstat(fd).st_size, path
+        return fd
 
     def close(self) -> None:
-        """Flush and close; a later write reopens the same file (error hooks after `done`)."""
-        f, self._file = self._file, None
-        if f is not None and self.directory is not None:
+        """Close the file; a later write reopens it (error hooks come after `done`)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
             with contextlib.suppress(OSError):
-                f.close()
+                os.close(fd)

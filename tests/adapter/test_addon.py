@@ -175,6 +175,7 @@ def test_existing_stream_callable_is_chained_not_replaced(addon: Any) -> None:
         ("mcp_scenario", "x" * 500, "mcp_scenario must be printable text"),
         ("mcp_scenario", "bad\nlabel", "mcp_scenario must be printable text"),
         ("mcp_record_dir", " ", "mcp_record_dir is empty; name a directory"),
+        ("mcp_record_max_mb", -1, "mcp_record_max_mb must be 0 (no rotation) or a number of MiB"),
     ],
 )
 def test_bad_options_are_refused_with_what_to_write(

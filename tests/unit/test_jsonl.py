@@ -42,3 +42,39 @@ def test_injected_outfile() -> None:
     out = io.BytesIO()
     RecordWriter(None, started=0.0, outfile=out).write([{"a": 1}])
     assert out.getvalue() == b'{"a":1}\n'
+
+
+def test_rotation_never_splits_a_record(tmp_path: Path) -> None:
+    w = RecordWriter(tmp_path, started=0.0, max_bytes=200)
+    w.write([{"id": i, "pad": "x" * 50} for i in range(20)])
+    w.close()
+    def part(p: Path) -> int:
+        tail = p.stem.rsplit("-", 1)[-1]
+        return int(tail) if tail.isdigit() else 1
+
+    files = sorted(tmp_path.glob("mcp-*.jsonl"), key=part)
+    assert len(files) > 3 and files[0].name == "mcp-19700101T000000Z.jsonl"
+    assert files[1].name == "mcp-19700101T000000Z-002.jsonl"
+    ids = []
+    for f in files:
+        data = f.read_bytes()
+        assert data.endswith(b"\n") and len(data) <= 200
+        ids += [json.loads(line)["id"] for line in data.splitlines()]
+    assert ids == list(range(20))
+
+
+def test_a_failed_write_is_cut_back_to_whole_lines(tmp_path: Path, monkeypatch) -> None:
+    w = RecordWriter(tmp_path, started=0.0)
+    w.write([{"id": 1}])
+    real_write = os.write
+
+    def half(fd: int, data: bytes) -> int:
+        real_write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half)
+    w.write([{"id": 2, "pad": "y" * 100}])
+    monkeypatch.setattr(os, "write", real_write)
+    w.write([{"id": 3}])
+    assert [json.loads(x)["id"] for x in w.path.read_bytes().splitlines()] == [1, 3]
+    assert (w.written, w.lost) == (2, 1)
