@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def test_bad_options_are_refused_with_what_to_write(
     a = mcp_layers.McpLayers()
     with (
         taddons.context(a) as tctx,
-        pytest.raises(exceptions.OptionsError, match=message.replace("(", r"\(")),
+        pytest.raises(exceptions.OptionsError, match=re.escape(message)),
     ):
         tctx.configure(a, **{option: value})
 
