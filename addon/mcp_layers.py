@@ -135,6 +135,13 @@ class McpLayers:
             "(0: never); a record is never split.",
         )
         loader.add_option(
+            "mcp_record_bodies",
+            bool,
+            False,
+            "Also write each request and its answer, redacted (secret-named members "
+            "blanked, token shapes scrubbed, strings cut), for deeper debugging.",
+        )
+        loader.add_option(
             "mcp_raw_session_ids",
             bool,
             False,
@@ -176,6 +183,7 @@ class McpLayers:
             raw_session_ids=opts.mcp_raw_session_ids,
             max_body_bytes=opts.mcp_max_body_kb * 1024,
             max_event_bytes=opts.mcp_max_event_kb * 1024,
+            record_bodies=opts.mcp_record_bodies,
         )
 
     # -- hooks: each turns the flow into one core event -------------------------------

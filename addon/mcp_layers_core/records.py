@@ -82,6 +82,7 @@ def base_record(
         "endReason": None,
         "sessionStats": None,
         "injected": None,
+        "bodies": None,
         "scenario": scenario,
         "notes": [],
     }

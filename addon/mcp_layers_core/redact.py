@@ -66,3 +66,34 @@ def error_message(text: str | None, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str
 def pseudonym(prefix: str, value: str) -> str:
     """A stable short stand-in for an identifier that may be a credential."""
     return prefix + hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:10]
+
+
+#: Member names whose values are secrets whatever they look like.
+_SECRET_KEYS = re.compile(
+    r"(?i)^(authorization|proxy-authorization|cookie|set-cookie|password|passwd|pwd|secret"
+    r"|client_secret|token|access_token|refresh_token|id_token|api[_-]?key|x-api-key"
+    r"|private[_-]?key|session[_-]?id|mcp-session-id|credentials?)$"
+)
+
+#: Characters of one string value kept in a recorded body.
+MAX_BODY_STRING_CHARS = 2000
+
+#: Nesting kept in a recorded body; deeper values are replaced by a marker.
+MAX_BODY_DEPTH = 32
+
+
+def redact_json(value: object, depth: int = 0) -> object:
+    """A JSON value fit for a recording: secret members blanked, strings scrubbed and cut."""
+    if depth > MAX_BODY_DEPTH:
+        return "[too deep]"
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if _SECRET_KEYS.match(str(k)) else redact_json(v, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact_json(v, depth + 1) for v in value]
+    if isinstance(value, str):
+        text = scrub(value)
+        return text if len(text) <= MAX_BODY_STRING_CHARS else text[:MAX_BODY_STRING_CHARS] + "…"
+    return value

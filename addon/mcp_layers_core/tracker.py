@@ -60,6 +60,7 @@ from .jsonrpc import (
     try_loads,
 )
 from .records import add_verdict, base_record, sse_summary
+from .redact import redact_json
 from .retries import (
     NOT_A_RETRY,
     Attempt,
@@ -131,6 +132,8 @@ class Settings:
     max_sessions: int = limits.MAX_SESSIONS
     max_parked: int = limits.MAX_PARKED
     resume_window_s: float = limits.RESUME_WINDOW_S
+    #: Opt-in: keep redacted request and answer messages in the records.
+    record_bodies: bool = False
 
 
 @dataclass(slots=True)
@@ -146,6 +149,8 @@ class PendingRequest:
     verdict: Verdict | None = None
     resumed: bool = False
     via_stream: bool = False
+    message: dict[str, Any] | None = None  # kept only with `record_bodies`
+    answer: object = None  # likewise
 
 
 @dataclass(slots=True)
@@ -328,6 +333,8 @@ class Tracker:
     def _open_request(self, x: Exchange, msg: dict[str, Any], version: str | None) -> None:
         method, params = msg["method"], msg.get("params")
         p = PendingRequest(msg["id"], method, tool_of(msg), self._take_record_id())
+        if self._settings.record_bodies:
+            p.message = msg
         if p.method == "tools/call":
             p.safety = self.safety.safety(x.server, p.tool)
         if method == "initialize":
@@ -523,6 +530,8 @@ class Tracker:
 
     def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None:
         """What an answer teaches: the negotiated version, the tools' annotations."""
+        if self._settings.record_bodies:
+            p.answer = answer
         if not isinstance(answer, dict):
             return
         result = answer.get("result")
@@ -836,6 +845,9 @@ class Tracker:
             continues=r.continues,
             previousSession=p.previous_session,
         )
+        if self._settings.record_bodies:
+            answer = None if p.answer is NOT_JSON else p.answer
+            record["bodies"] = {"request": redact_json(p.message), "response": redact_json(answer)}
         if p.attempt is not None:
             p.attempt.end = ts
             p.attempt.outcome = verdict.outcome

@@ -386,3 +386,19 @@ def test_subscription_listen_is_marked_long_lived() -> None:
         ],
     )
     assert rec["outcome"] == "SUCCESS" and "subscription" in rec["notes"]
+
+
+def test_bodies_are_recorded_only_on_request_and_redacted() -> None:
+    body = rpc(
+        1,
+        "tools/call",
+        name="login",
+        arguments={"password": "hunter2", "note": "Bearer abcdef1234567890"},
+    )
+    answer = result(1, content=[{"type": "text", "text": "token=sekrit123 ok"}], access_token="xyz")
+    plain = Run().exchange(body, answer)
+    assert plain["bodies"] is None
+    rec = Run(record_bodies=True).exchange(body, answer)
+    text = json.dumps(rec["bodies"])
+    assert rec["bodies"]["request"]["params"]["name"] == "login"
+    assert not any(s in text for s in ("hunter2", "abcdef1234567890", "sekrit123", "xyz"))
