@@ -2,8 +2,8 @@
 
 A *real* session is one a server issued: an `Mcp-Session-Id` (2025 Streamable HTTP) or
 the `session_id`/`sessionId` of a 2024-11-05 `endpoint` event. Where there is none
-(stateless servers, 2026-07-28) the client connection stands in, so that POST counts and
-client names still have a home; stand-ins never "end".
+(stateless servers, 2026-07-28) the client's address and user agent stand in, so that
+POST counts and client names still have a home; stand-ins never "end".
 
 A lifeline starts with the `initialize` that obtained the session id and ends with a
 DELETE, a 404 (the server forgot it), or the proxy stopping. After a 404, the next
@@ -70,9 +70,13 @@ class SessionBook:
             s.created = ts
         return s
 
-    def stand_in(self, peer: str) -> Session:
-        """The connection stand-in for a client that has no session."""
-        return self._get(pseudonym("c-", peer), real=False)
+    def stand_in(self, host: str, user_agent: str | None) -> Session:
+        """The stand-in for a client that has no session: its address and user agent.
+
+        Not the connection: SDK clients close the connection after every SSE answer, so
+        a per-connection key would make every POST a "session" of its own.
+        """
+        return self._get(pseudonym("c-", f"{host} {user_agent or ''}"), real=False)
 
     def _get(self, key: str, real: bool) -> Session:
         s = self._sessions.get(key)

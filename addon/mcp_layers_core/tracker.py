@@ -294,7 +294,9 @@ class Tracker:
         requests = [m for m in messages if is_request(m)]
         first = requests[0] if requests else messages[0]
         records += self._release_held(agent, negotiation=first.get("method") == "initialize")
-        session = self._session_for(ev.headers.get("mcp-session-id"), ev.query_session, ev.peer)
+        session = self._session_for(
+            ev.headers.get("mcp-session-id"), ev.query_session, ev.peer, user_agent
+        )
         session.server = ev.server
         session.posts += 1  # a batch counts once
         client, version = self._identify(session, first, ev.headers, agent)
@@ -389,7 +391,9 @@ class Tracker:
         else:
             return []
         records = self._evict_if_full(ev.ts)
-        session = self._session_for(session_id, ev.query_session, ev.peer)
+        session = self._session_for(
+            session_id, ev.query_session, ev.peer, ev.headers.get("user-agent")
+        )
         session.server = ev.server
         self._exchanges[ev.flow] = Exchange(
             flow=ev.flow,
@@ -404,12 +408,14 @@ class Tracker:
         )
         return records
 
-    def _session_for(self, header: str | None, query: str | None, peer: str) -> Session:
+    def _session_for(
+        self, header: str | None, query: str | None, peer: str, user_agent: str | None
+    ) -> Session:
         if header:
             return self.sessions.real(header)
         if query:  # 2024-11-05: the POST URL names the session the GET stream announced
             return self.sessions.real(query)
-        return self.sessions.stand_in(peer)
+        return self.sessions.stand_in(_host(peer), user_agent)
 
     def _identify(
         self, session: Session, msg: dict[str, Any], headers: Any, agent: tuple[str, str | None]
@@ -722,6 +728,11 @@ class Tracker:
 
     def _failed(self, x: Exchange, ev: FlowFailed) -> list[dict[str, Any]]:
         if x.parser is not None:
+            if x.requests and all(p.verdict is not None for p in x.requests):
+                # Every answer was delivered, then a side hung up (SDK clients close the
+                # stream on the final event): the stream did its job.
+                x.notes.append("closed_after_answer")
+                return self._stream_closed(x, "complete", ev.ts)
             return self._stream_closed(x, "error", ev.ts)
         if x.status is not None and 200 <= x.status < 300 and x.kind == "request":
             # mitmproxy buffered this body and the upstream broke inside it: the client

@@ -89,7 +89,7 @@ def test_raw_session_ids_on_request() -> None:
     assert r.exchange(call(1), result(1, content=[]), {"mcp-session-id": "abc"})["session"] == "abc"
 
 
-def test_stateless_requests_share_the_connection_stand_in_and_client() -> None:
+def test_stateless_requests_share_the_client_stand_in() -> None:
     r = Run()
     init = rpc(
         0,
@@ -106,13 +106,16 @@ def test_stateless_requests_share_the_connection_stand_in_and_client() -> None:
     b = r.exchange(
         call(1), result(1, content=[]), {"user-agent": "node", "mcp-protocol-version": "2025-11-25"}
     )
-    # Another connection from the same address and user agent still knows its client.
+    # Another connection from the same address and user agent is the same client.
     c = r.json(
         r.post(call(2), {"user-agent": "node"}, peer="127.0.0.1:50001"), 200, result(2, content=[])
     )[0]
-    assert a["session"] == b["session"] != c["session"] and a["session"].startswith("c-")
-    assert [a["postCount"], b["postCount"], c["postCount"]] == [1, 2, 1]
-    assert a["client"] == b["client"] == c["client"] == "ts@1"
+    # Another user agent on the same host is another client.
+    d = r.json(r.post(call(3), {"user-agent": "curl"}), 200, result(3, content=[]))[0]
+    assert a["session"] == b["session"] == c["session"] != d["session"]
+    assert a["session"].startswith("c-")
+    assert [a["postCount"], b["postCount"], c["postCount"], d["postCount"]] == [1, 2, 3, 1]
+    assert a["client"] == b["client"] == c["client"] == "ts@1" and d["client"] is None
 
 
 def test_2026_meta_carries_client_and_version_per_request() -> None:
@@ -196,7 +199,8 @@ def test_stream_without_the_answer_is_incomplete(end: str, framed: bool, sse_end
 def test_answer_before_a_broken_stream_still_counts() -> None:
     r = Run()
     (rec,) = r.sse(r.post(call(1)), [event(result(1, content=[]))], end="peer closed")
-    assert rec["outcome"] == "TOOL_SUCCESS" and rec["sse"]["end"] == "error"
+    assert rec["outcome"] == "TOOL_SUCCESS" and rec["sse"]["end"] == "complete"
+    assert rec["notes"] == ["closed_after_answer"]
 
 
 def test_sse_wrong_id_and_not_json_data() -> None:
