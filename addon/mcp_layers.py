@@ -60,14 +60,16 @@ class StreamTap:
     the client. So it never raises, and it returns the very object it was given.
     """
 
-    __slots__ = ("_addon", "_flow")
+    __slots__ = ("_addon", "_flow", "seen")
 
     def __init__(self, addon: McpLayers, flow_id: str) -> None:
         self._addon = addon
         self._flow = flow_id
+        self.seen = False  # did any chunk pass? (an addon-made reply never streams)
 
     def __call__(self, data: bytes) -> bytes:
         if data:  # b"" marks the end of the message; the `response` hook records it
+            self.seen = True
             with self._addon.guard("stream tap"):
                 self._addon.feed(StreamChunk(self._flow, time.time(), data))
         return data
@@ -76,13 +78,13 @@ class StreamTap:
 class _Chained:
     """Our tap first (it only looks), then a stream callable another addon set before us."""
 
-    __slots__ = ("_first", "_then")
+    __slots__ = ("_then", "first")
 
     def __init__(self, first: StreamTap, then: Callable[[bytes], Any]) -> None:
-        self._first, self._then = first, then
+        self.first, self._then = first, then
 
     def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
-        return self._then(self._first(data))
+        return self._then(self.first(data))
 
 
 class McpLayers:
@@ -270,6 +272,11 @@ class McpLayers:
         resp = flow.response
         assert resp is not None
         ts = resp.timestamp_end or time.time()
+        tap = _tap_of(resp.stream)
+        if tap is not None and not tap.seen and resp.raw_content:
+            # A reply made by an addon (a fault rule, say) is sent whole, never through
+            # the tap: hand its body to the stream parser in one piece.
+            self.feed(StreamChunk(flow.id, ts, resp.raw_content))
         if resp.stream:
             return StreamEnded(flow.id, ts)
         raw = resp.raw_content
@@ -282,6 +289,14 @@ class McpLayers:
         assert flow.response is not None
         previous = flow.response.stream
         flow.response.stream = _Chained(tap, previous) if callable(previous) else tap
+
+
+def _tap_of(stream: object) -> StreamTap | None:
+    if isinstance(stream, StreamTap):
+        return stream
+    if isinstance(stream, _Chained):
+        return stream.first
+    return None
 
 
 def _other_request(flow: http.HTTPFlow) -> OtherRequest:

@@ -387,8 +387,13 @@ def request_view(
     `client` and `protocol_version` are what the proxy already knows (the session's, the
     header's); the body's own `_meta` (2026-07-28) or `initialize` clientInfo wins.
     """
-    none = RequestView(None, session=session, client=client, protocol_version=protocol_version,
-                       http_method=http_method)
+    none = RequestView(
+        None,
+        session=session,
+        client=client,
+        protocol_version=protocol_version,
+        http_method=http_method,
+    )
     if http_method != "POST" or not body:
         return none
     messages = messages_of(try_loads(body))
@@ -455,7 +460,8 @@ class FaultPlan:
         for rule in rules:
             if rule.name in seen:
                 raise FaultRuleError(
-                    "fault rules", rule.line,
+                    "fault rules",
+                    rule.line,
                     f'two rules are named "{rule.name}"; give each rule its own "name"',
                 )
             seen.add(rule.name)
@@ -489,8 +495,10 @@ class FaultPlan:
         if _ours(request):
             # The proxy asked for this input; the upstream never saw the question.
             return Decision(
-                rule=_issuer(self.rules), action=InputRequired.KIND,
-                effect=Effect.ALTER, strip_continuation=True,
+                rule=_issuer(self.rules),
+                action=InputRequired.KIND,
+                effect=Effect.ALTER,
+                strip_continuation=True,
             )
         winner: tuple[FaultRule, int] | None = None
         for index, rule in enumerate(self.rules):
@@ -546,7 +554,9 @@ class FaultPlan:
             return _reply(rule, _input_required(a, request, self._next_state(rule.name)))
         if isinstance(a, SseTruncate):
             return Decision(
-                rule.name, a.KIND, Effect.ALTER,
+                rule.name,
+                a.KIND,
+                Effect.ALTER,
                 truncate_after_events=a.after_events,
                 truncate_before_final=a.after_events is None,
             )
@@ -988,7 +998,12 @@ class _Fields:
 
     def example(self, key: str, value: str) -> str:
         """How to write key=value in the syntax the user is writing."""
-        return f"{key}={value}" if self.where.inline else f'"{key}": {value}'
+        if not self.where.inline:
+            return f'"{key}": {value}'
+        action = self.raw.get("action")
+        if isinstance(action, str) and _PRIMARY.get(action) == key:
+            return f"{action}={value}"  # the inline form writes it after the action
+        return f"{key}={value}"
 
     def has(self, key: str) -> bool:
         return key in self.raw
@@ -1042,9 +1057,9 @@ class _Fields:
         if value in choices:
             return value
         shown = ", ".join(f'"{c}"' for c in choices)
-        hint = _hint(value, choices) if isinstance(value, str) else ""
-        fix = self.example(key, self.quoted(choices[0]))
-        self.fail(f'"{key}" must be one of {shown}, not {_show(value)}; {hint}write {fix}', key)
+        close = difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) else []
+        fix = self.example(key, self.quoted((close or choices)[0]))
+        self.fail(f'"{key}" must be one of {shown}, not {_show(value)}; write {fix}', key)
 
     def patterns(self, key: str) -> tuple[str, ...] | None:
         value = self.raw.get(key)
@@ -1108,7 +1123,7 @@ def _check_keys(f: _Fields, action: str) -> None:
             reason = f'"{key}" is not a parameter of {action} (it belongs to {owners})'
             f.fail(f"{reason}; {action} takes {takes}", key)
         common = ", ".join(_COMMON_KEYS)
-        hint = _hint(key, allowed)
+        hint = _hint(key, [*_COMMON_KEYS, *(k for keys in _ACTION_KEYS.values() for k in keys)])
         f.fail(f'unknown key "{key}"; {hint}a rule takes {common}; {action} takes {takes}', key)
 
 
@@ -1181,7 +1196,9 @@ def _parse_http_status(f: _Fields) -> HttpStatus:
         elif isinstance(value, str):
             retry_after = f.header_value("retry_after", "2")
         else:
-            reason = f'"retry_after" must be seconds (0 or more) or an HTTP date, not {_show(value)}'
+            reason = (
+                f'"retry_after" must be seconds (0 or more) or an HTTP date, not {_show(value)}'
+            )
             f.fail(f"{reason}; write {f.example('retry_after', '2')}", "retry_after")
     content_type = f.header_value("content_type", '"text/plain"') if f.has("content_type") else None
     error = None
@@ -1295,14 +1312,14 @@ def _line(text: str, offset: int) -> int:
 
 def _rule_positions(text: str, value: object, source: str) -> list[tuple[object, int]]:
     """Each rule with the offset where it starts. Runs on text json.loads accepted."""
-    start = _WS.match(text).end()  # type: ignore[union-attr]
+    start = _skip_ws(text, 0)
     if isinstance(value, list):
         return _elements(text, start)
     if not isinstance(value, dict):
         raise FaultRuleError(
             source, _line(text, start), f"found {type(value).__name__}; {_FILE_SHAPE}"
         )
-    members, _ = _members(text, start)
+    members = _members(text, start)
     rules_at = None
     for key, key_at, value_at in members:
         if key == "rules":
@@ -1320,7 +1337,7 @@ def _located_rule(text: str, raw: object, offset: int, source: str, index: int) 
     line = _line(text, offset)
     key_lines: dict[str, int] = {}
     if isinstance(raw, dict):
-        for key, key_at, _ in _members(text, offset)[0]:
+        for key, key_at, _ in _members(text, offset):
             if key in key_lines:
                 reason = f'rule {index}: "{key}" is given twice; keep one'
                 raise FaultRuleError(source, _line(text, key_at), reason)
@@ -1334,13 +1351,13 @@ def _located_rule(text: str, raw: object, offset: int, source: str, index: int) 
 def _elements(text: str, at: int) -> list[tuple[object, int]]:
     """(value, offset) of each element of the JSON array starting at text[at]."""
     out: list[tuple[object, int]] = []
-    i = _WS.match(text, at + 1).end()  # type: ignore[union-attr]
+    i = _skip_ws(text, at + 1)
     while text[i] != "]":
         value, end = _DECODER.raw_decode(text, i)
         out.append((value, i))
-        i = _WS.match(text, end).end()  # type: ignore[union-attr]
+        i = _skip_ws(text, end)
         if text[i] == ",":
-            i = _WS.match(text, i + 1).end()  # type: ignore[union-attr]
+            i = _skip_ws(text, i + 1)
     return out
 
 
@@ -1360,7 +1377,8 @@ def _members(text: str, at: int) -> list[tuple[str, int, int]]:
 
 
 def _skip_ws(text: str, i: int) -> int:
-    return len(text) - len(text[i:].lstrip(" \t\n\r")) if False else _WS_END(text, i)
+    m = _WS.match(text, i)  # always matches (possibly empty)
+    return m.end() if m is not None else i
 
 
 # -- parsing: the inline form ---------------------------------------------------------------
@@ -1404,11 +1422,10 @@ def parse_inline(rule: str, source: str = INLINE_SOURCE) -> FaultRule:
 def _inline_fields(words: list[str], where: _Where) -> dict[str, Any]:
     action, has_value, value = words[0].partition("=")
     raw: dict[str, Any] = {"action": action}
-    if has_value:
+    if has_value and action in _ACTION_KEYS:  # an unknown action is reported by _rule_from
         primary = _PRIMARY.get(action)
         if primary is None:
-            takes = "no value" if action not in _ACTION_KEYS else "key=value words only"
-            reason = f'"{action}" takes {takes}, not "={value}"; write e.g. "{action} nth=1"'
+            reason = f'"{action}" takes no value after "="; write e.g. "{action} nth=1"'
             raise FaultRuleError(where.source, None, reason)
         if action == "sse_truncate" and value == "before_final":
             raw["before_final"] = True
