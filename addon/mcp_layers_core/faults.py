@@ -444,8 +444,8 @@ class FaultPlan:
 
     Rules are tried in order. Every rule whose match applies counts the call (so a
     rule's "n-th call" does not depend on other rules); the first one that selects the
-    call acts, and the others only count. Not thread-safe: one plan per proxy, called
-    from its event loop.
+    call and does something to it acts, and the rules after it only count. Not
+    thread-safe: one plan per proxy, called from its event loop.
     """
 
     def __init__(
@@ -500,17 +500,17 @@ class FaultPlan:
                 effect=Effect.ALTER,
                 strip_continuation=True,
             )
-        winner: tuple[FaultRule, int] | None = None
+        decision: Decision | None = None
         for index, rule in enumerate(self.rules):
             if not _applies(rule, request):
                 continue
             counts = self._count(index, rule.scope, request)
-            if winner is None and self._selects(index, rule, counts[0]):
+            if decision is None and self._selects(index, rule, counts[0]):
                 counts[1] += 1
-                winner = (rule, counts[1])
-        if winner is None:
-            return None
-        return self._act(*winner, request)
+                # None here is a rule letting the call through (a 2xx in its sequence,
+                # a spent sequence): later rules may still act on it.
+                decision = self._act(rule, counts[1], request)
+        return decision
 
     # -- counting ---------------------------------------------------------------------
 
@@ -721,8 +721,8 @@ def _malformed(kind: str, request: RequestView) -> bytes:
     if kind == "result_and_error":
         error = {"code": -32603, "message": "injected: result and error together"}
         return _dumps(_envelope(rid, result=result, error=error))
-    whole = _dumps(_envelope(rid, result=result))
-    return whole[: len(whole) // 2]  # invalid_json: the first half of a real answer
+    # invalid_json: a real answer without its closing brace (the id is still readable).
+    return _dumps(_envelope(rid, result=result))[:-1]
 
 
 def _other_id(rpc_id: object) -> object:
@@ -1014,11 +1014,10 @@ class _Fields:
             return value
         if key not in self.raw:
             self.fail(f'"{key}" is required; write {self.example(key, example)}', key)
-        self.fail(
-            f'"{key}" must be an integer from {lo} to {hi}, not {_show(value)}; '
-            f"write {self.example(key, example)}",
-            key,
-        )
+        if isinstance(value, str) and _INT_RE.fullmatch(value) and lo <= int(value) <= hi:
+            example = value  # a number in quotes: show it without them
+        reason = f'"{key}" must be an integer from {lo} to {hi}, not {_show(value)}'
+        self.fail(f"{reason}; write {self.example(key, example)}", key)
 
     def optional_int(self, key: str, lo: int, hi: int, example: str) -> int | None:
         return self.integer(key, lo, hi, example) if key in self.raw else None
@@ -1322,6 +1321,8 @@ def _rule_positions(text: str, value: object, source: str) -> list[tuple[object,
     members = _members(text, start)
     rules_at = None
     for key, key_at, value_at in members:
+        if key == "rules" and rules_at is not None:
+            raise FaultRuleError(source, _line(text, key_at), '"rules" is given twice; keep one')
         if key == "rules":
             rules_at = value_at
         elif key != "comment":

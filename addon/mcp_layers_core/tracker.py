@@ -210,6 +210,9 @@ class Tracker:
         self.retries = RetryBook()
         self.safety = ToolSafetyBook()
         self._parked: OrderedDict[tuple[str, tuple[str, object]], Parked] = OrderedDict()
+        self._unclaimed: OrderedDict[
+            tuple[str, tuple[str, object]], tuple[dict[str, Any], float]
+        ] = OrderedDict()
         self._server_requests: OrderedDict[tuple[str, tuple[str, object]], tuple[str, float]] = (
             OrderedDict()
         )
@@ -464,7 +467,9 @@ class Tracker:
             # The server forgot the session (2025 rule: 404 means "initialize again").
             self.sessions.lost(x.session)
             x.notes.append("session_lost")
-        if x.content_type == "text/event-stream" and 200 <= ev.status < 300:
+        if x.content_type == "text/event-stream":
+            # Parsed whatever the status: the verdict stays HTTP_ERROR, but the events
+            # (and a JSON-RPC error among them) are worth recording.
             if x.kind == "stream":
                 x.session.get_streams += 1
             x.parser = SseParser(self._settings.max_event_bytes)
@@ -501,17 +506,19 @@ class Tracker:
             for p in x.requests:
                 p.verdict = verdict
             return []
-        if x.status == 202 and not ev.body:
-            # 2024-11-05: "Accepted"; the answer will come on the session's GET stream.
+        answer = try_loads(ev.body) if ev.body else NOT_JSON
+        if x.status == 202 and not _is_answer(answer):
+            # 2024-11-05: "Accepted" (SDKs send that word as the body); the answer will
+            # come on the session's GET stream.
+            records: list[dict[str, Any]] = []
             for p in x.requests:
-                self._park(x, p, ev.ts, resumable=False)
-            return []
+                records += self._park(x, p, ev.ts, resumable=False)
+            return records
         if ev.body is None:
             x.notes.append(f"body_over_cap:{ev.body_size}")
             for p in x.requests:
                 p.verdict = Verdict(Outcome.UNINSPECTED)
             return []
-        answer = try_loads(ev.body) if ev.body else NOT_JSON
         if not ev.body:
             x.notes.append("empty_body")
         if len(x.requests) == 1 and not isinstance(answer, list):
@@ -609,10 +616,15 @@ class Tracker:
                 self._learn(x, p, msg)
                 return []
             if p is None:
-                parked = self._parked.pop((x.session.key, id_key(msg.get("id"))), None)
+                key = (x.session.key, id_key(msg.get("id")))
+                parked = self._parked.pop(key, None)
                 if parked is not None:
                     return self._answer_parked(parked, msg, ts)
-                if x.kind != "stream":
+                if x.kind == "stream":
+                    self._unclaimed[key] = (msg, ts)  # its POST may not be parked yet
+                    if len(self._unclaimed) > self._settings.max_parked:
+                        self._unclaimed.popitem(last=False)
+                else:
                     x.unexpected_ids.append(msg.get("id"))
         elif is_request(msg):
             assert isinstance(msg, dict)
@@ -660,13 +672,15 @@ class Tracker:
         elif (
             x.kind == "request"
             and x.saw_event_id
+            and x.status is not None
+            and 200 <= x.status < 300
             and not (x.protocol_version or "").startswith("2026")
         ):
             # 2025-11-25 polling: a stream with event ids may resume on a GET; the story
             # of its unanswered requests is not over yet.
             for p in x.requests:
                 if p.verdict is None:
-                    self._park(x, p, ts, resumable=True)
+                    records += self._park(x, p, ts, resumable=True)
         return records + self._finish(x, ts)
 
     def _stream_verdict(self, x: Exchange) -> Verdict:
@@ -684,12 +698,22 @@ class Tracker:
 
     # -- parked requests ----------------------------------------------------------------
 
-    def _park(self, x: Exchange, p: PendingRequest, ts: float, resumable: bool) -> None:
-        self._parked[(x.session.key, id_key(p.rpc_id))] = Parked(x, p, ts, resumable)
+    def _park(
+        self, x: Exchange, p: PendingRequest, ts: float, resumable: bool
+    ) -> list[dict[str, Any]]:
+        """Wait for `p`'s answer on another stream (it may even be there already)."""
+        key = (x.session.key, id_key(p.rpc_id))
         p.via_stream = True
+        parked = Parked(x, p, ts, resumable)
+        early = self._unclaimed.pop(key, None)
+        if early is not None:
+            # The GET stream delivered the answer before the POST's own 202 was processed.
+            return self._answer_parked(parked, early[0], early[1])
+        self._parked[key] = parked
         if len(self._parked) > self._settings.max_parked:
             _, oldest = self._parked.popitem(last=False)
-            self._finish_parked(oldest, ts, "evicted_parked_cap")
+            return self._finish_parked(oldest, ts, "evicted_parked_cap")
+        return []
 
     def _answer_parked(
         self, parked: Parked, msg: dict[str, Any], ts: float
@@ -831,6 +855,14 @@ class Tracker:
         self, x: Exchange, p: PendingRequest, ts: float, *, answered: bool
     ) -> dict[str, Any]:
         verdict = p.verdict if answered and p.verdict is not None else self._unanswered(x, p)
+        if (
+            x.status is not None
+            and not 200 <= x.status < 300
+            and verdict.outcome is not Outcome.HTTP_ERROR
+        ):
+            # The transport decides first: an answer inside an error status is kept only
+            # for its JSON-RPC error fields.
+            verdict = Verdict(Outcome.HTTP_ERROR, verdict.error_code, verdict.error_message)
         record = self._base(x, p.record_id, ts, p.method, p.tool)
         record["notes"] = list(x.notes)
         add_verdict(record, p.rpc_id, verdict)
@@ -928,6 +960,12 @@ class Tracker:
         if x is not None and x.kind == "session_end":
             record["notes"] = list(x.notes)
         return record
+
+
+def _is_answer(value: object) -> bool:
+    """A JSON-RPC answer (or a batch of them), as opposed to an acknowledgement."""
+    items = value if isinstance(value, list) else [value]
+    return bool(items) and all(is_response(m) for m in items)
 
 
 def _is_negotiation_candidate(record: dict[str, Any]) -> bool:

@@ -241,7 +241,8 @@ def test_common_fields(run: ClientRun) -> None:
         assert record["userAgent"].startswith("python-httpx2/"), record["userAgent"]
         assert record["client"] == CLIENT, record
         assert record["protocolVersion"] == _version(run), record
-        assert record["notes"] == [], record
+        # SDK clients hang up on the final SSE event; the addon notes that, nothing else.
+        assert set(record["notes"]) <= {"closed_after_answer"}, record
 
 
 def test_each_record_matches_its_post(run: ClientRun) -> None:

@@ -402,3 +402,16 @@ def test_bodies_are_recorded_only_on_request_and_redacted() -> None:
     text = json.dumps(rec["bodies"])
     assert rec["bodies"]["request"]["params"]["name"] == "login"
     assert not any(s in text for s in ("hunter2", "abcdef1234567890", "sekrit123", "xyz"))
+
+
+def test_2024_11_05_accepted_body_and_an_answer_that_beats_the_202() -> None:
+    r = Run()
+    get = r.other("GET", {"accept": "text/event-stream", **UA})
+    r.t.handle(ResponseStarted(get, r.tick(), 200, SSE))
+    r.chunk(get, b"event: endpoint\ndata: /messages/?session_id=s1\n\n")
+    f = r.post(call(1), UA, query_session="s1")
+    # The answer arrives on the GET before the proxy has seen the POST's 202.
+    assert r.chunk(get, event(result(1, content=[], isError=True))) == []
+    r.t.handle(ResponseStarted(f, r.tick(), 202, {"content-length": "8"}))
+    (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"Accepted", 8))
+    assert (rec["outcome"], rec["httpStatuses"]) == ("TOOL_ERROR", [202])
