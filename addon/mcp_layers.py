@@ -18,6 +18,7 @@ imports mitmproxy) and hand the records it returns to the writer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -28,7 +29,7 @@ from typing import Any
 
 # mitmproxy puts this file's folder on sys.path only while importing it, so the core
 # must be imported here, at the top, not lazily inside a hook.
-from mcp_layers_core import limits
+from mcp_layers_core import faults, limits
 from mcp_layers_core.events import (
     WANTED_REQUEST_HEADERS,
     WANTED_RESPONSE_HEADERS,
@@ -42,12 +43,16 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
 )
+from mcp_layers_core.fault_presets import PRESETS, preset
 from mcp_layers_core.jsonl import RecordWriter
 from mcp_layers_core.tracker import Settings, Tracker
 from mitmproxy import exceptions, http
 from mitmproxy.addonmanager import Loader
 
 logger = logging.getLogger(__name__)
+
+#: flow.metadata key of the fault decision taken for a flow.
+FAULT_KEY = "mcp_layers.fault"
 
 MAX_SCENARIO_CHARS = 200
 
@@ -80,11 +85,31 @@ class _Chained:
 
     __slots__ = ("_then", "first")
 
-    def __init__(self, first: StreamTap, then: Callable[[bytes], Any]) -> None:
+    def __init__(self, first: StreamTap | CutTap, then: Callable[[bytes], Any]) -> None:
         self.first, self._then = first, then
 
     def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
         return self._then(self.first(data))
+
+
+class CutTap:
+    """A fault's stream filter in front of the tap: forwards the upstream's exact bytes up
+    to an event boundary, then nothing more. The tap sees what the client sees."""
+
+    __slots__ = ("_cutter", "_tap")
+
+    def __init__(self, cutter: faults.SseCutter, tap: StreamTap) -> None:
+        self._cutter, self._tap = cutter, tap
+
+    def __call__(self, data: bytes) -> bytes:
+        try:
+            out = (self._cutter.feed(data) if data else self._cutter.end()).data
+        except Exception:  # a broken filter must not break the stream: pass it whole
+            logger.warning("mcp-layers: stream cutter failed; passing the stream on", exc_info=True)
+            out = data
+        if out:
+            self._tap(out)
+        return out
 
 
 class McpLayers:
@@ -98,6 +123,7 @@ class McpLayers:
         self._max_body = limits.MAX_BODY_BYTES
         self._reported: set[str] = set()
         self.errors = 0
+        self.plan: faults.FaultPlan | None = None
 
     # -- options --------------------------------------------------------------------
 
@@ -144,6 +170,20 @@ class McpLayers:
             "blanked, token shapes scrubbed, strings cut), for deeper debugging.",
         )
         loader.add_option(
+            "mcp_faults",
+            str,
+            "",
+            "Inject faults: a preset name (" + ", ".join(PRESETS) + ") or a JSON rules "
+            "file; see docs/faults.md.",
+        )
+        loader.add_option(
+            "mcp_fault",
+            str,
+            "",
+            "Inject one fault, written inline, e.g. 'http_status=503,200 retry_after=2'.",
+        )
+        loader.add_option("mcp_fault_seed", int, 0, "Seed of the fault rules' probability draws.")
+        loader.add_option(
             "mcp_raw_session_ids",
             bool,
             False,
@@ -180,8 +220,11 @@ class McpLayers:
                 on_error=logger.warning,
                 max_bytes=opts.mcp_record_max_mb * 1024 * 1024 or None,
             )
+        if updated & {"mcp_faults", "mcp_fault", "mcp_fault_seed"}:
+            self.plan = _fault_plan(opts.mcp_faults, opts.mcp_fault, opts.mcp_fault_seed)
+        default_scenario = opts.mcp_faults if opts.mcp_faults in PRESETS else None
         self.tracker.settings = Settings(
-            scenario=opts.mcp_scenario or None,
+            scenario=opts.mcp_scenario or default_scenario,
             raw_session_ids=opts.mcp_raw_session_ids,
             max_body_bytes=opts.mcp_max_body_kb * 1024,
             max_event_bytes=opts.mcp_max_event_kb * 1024,
@@ -197,14 +240,20 @@ class McpLayers:
                 self.feed(self._post(flow))
             elif method in ("GET", "DELETE"):
                 self.feed(_other_request(flow))
+            if self.plan is not None and self.tracker.is_tracked(flow.id):
+                self._inject(flow, self.plan)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         with self.guard("responseheaders"):
             assert flow.response is not None
+            decision = flow.metadata.get(FAULT_KEY)
+            if decision is not None and decision.effect is faults.Effect.DROP:
+                flow.kill()  # after the upstream did its work: the answer never arrives
+                return
             if self.tracker.is_tracked(flow.id):
                 self.feed(_response_started(flow))
                 if self.tracker.wants_stream(flow.id):
-                    self._set_stream(flow, StreamTap(self, flow.id))
+                    self._set_stream(flow, self._stream_filter(flow, decision))
                     return
             if _is_event_stream(flow.response) and not flow.response.stream:
                 # Not ours to record (yet), but never hold an event stream back.
@@ -284,19 +333,63 @@ class McpLayers:
         body = None if too_big or raw is None else resp.get_content(strict=False)
         return ResponseBody(flow.id, ts, body, len(raw) if raw is not None else 0)
 
+    # -- fault injection (only with --set mcp_faults / mcp_fault) -------------------------
+
+    def _inject(self, flow: http.HTTPFlow, plan: faults.FaultPlan) -> None:
+        """Apply the first rule that acts on this request, as docs/faults.md describes."""
+        described = self.tracker.describe(flow.id)
+        assert described is not None
+        session, client, version = described
+        req = flow.request
+        view = faults.request_view(
+            req.get_content(strict=False) if req.method == "POST" else None,
+            session=session,
+            client=client,
+            protocol_version=version,
+            http_method=req.method,
+        )
+        decision = plan.decide(view)
+        if decision is None:
+            return
+        self.tracker.mark_injected(flow.id, decision.injected)
+        flow.metadata[FAULT_KEY] = decision
+        if decision.effect is faults.Effect.REPLY:
+            assert decision.reply is not None
+            reply = decision.reply
+            flow.response = http.Response.make(reply.status, reply.body, list(reply.headers))
+        elif decision.effect is faults.Effect.DROP and not decision.drop_after_upstream:
+            flow.kill()
+        else:
+            if decision.strip_continuation:
+                req.content = faults.strip_continuation(req.get_content(strict=False) or b"")
+            if decision.cutter(view.rpc_id) is not None:
+                req.headers["accept-encoding"] = "identity"  # the cutter reads plain bytes
+            if decision.delay_headers_ms:
+                # Hold this flow only (mitmproxy waits for `resume`), not the event loop.
+                flow.intercept()
+                asyncio.get_running_loop().call_later(decision.delay_headers_ms / 1000, flow.resume)
+
+    def _stream_filter(self, flow: http.HTTPFlow, decision: Any) -> StreamTap | CutTap:
+        tap = StreamTap(self, flow.id)
+        if decision is None:
+            return tap
+        rpc = faults.request_view(flow.request.get_content(strict=False)).rpc_id
+        cutter = decision.cutter(rpc, self.tracker.settings.max_event_bytes)
+        return tap if cutter is None else CutTap(cutter, tap)
+
     @staticmethod
-    def _set_stream(flow: http.HTTPFlow, tap: StreamTap) -> None:
+    def _set_stream(flow: http.HTTPFlow, tap: StreamTap | CutTap) -> None:
         assert flow.response is not None
         previous = flow.response.stream
         flow.response.stream = _Chained(tap, previous) if callable(previous) else tap
 
 
 def _tap_of(stream: object) -> StreamTap | None:
-    if isinstance(stream, StreamTap):
-        return stream
     if isinstance(stream, _Chained):
-        return stream.first
-    return None
+        stream = stream.first
+    if isinstance(stream, CutTap):
+        return stream._tap
+    return stream if isinstance(stream, StreamTap) else None
 
 
 def _other_request(flow: http.HTTPFlow) -> OtherRequest:
@@ -350,6 +443,36 @@ def _pick(headers: http.Headers, names: tuple[str, ...]) -> dict[str, str]:
 def _is_event_stream(resp: http.Response) -> bool:
     ctype = resp.headers.get("content-type", "")
     return ctype.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+def _fault_plan(source: str, inline: str, seed: int) -> faults.FaultPlan | None:
+    """The rules of `--set mcp_faults` (a preset or a file) and `--set mcp_fault`."""
+    rules: list[faults.FaultRule] = []
+    try:
+        if source in PRESETS:
+            rules += preset(source)
+        elif source:
+            path = Path(source).expanduser()
+            if not path.is_file():
+                raise exceptions.OptionsError(
+                    f"mcp_faults: {source!r} is neither a preset nor a file; presets are "
+                    f"{', '.join(PRESETS)}; or write a rules file (docs/faults.md)"
+                )
+            rules += faults.parse_rules(path.read_text(encoding="utf-8"), str(path))
+        if inline:
+            rules.append(faults.parse_inline(inline))
+    except faults.FaultRuleError as e:
+        raise exceptions.OptionsError(str(e)) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise exceptions.OptionsError(f"mcp_faults: cannot read {source!r}: {e}") from e
+    for rule in rules:
+        if isinstance(rule.action, faults.Delay) and rule.action.where == "events":
+            raise exceptions.OptionsError(
+                f"fault rule {rule.name!r}: a delay between events is not possible here: "
+                "mitmproxy calls stream filters synchronously, so waiting would stall every "
+                "flow; write where=headers (the default) instead"
+            )
+    return faults.FaultPlan(rules, seed) if rules else None
 
 
 def _positive_kib(value: int, name: str) -> int:

@@ -178,6 +178,7 @@ class Exchange:
     notes: list[str] = field(default_factory=list)
     answered: list[tuple[str, float]] = field(default_factory=list)  # (serverMethod, answerMs)
     negotiating: bool = False
+    injected: dict[str, str] | None = None  # a fault rule's {rule, action}
     # Streaming state, set when the answer is text/event-stream.
     parser: SseParser | None = None
     inflater: Any = None  # zlib decompressobj for gzip/deflate streams
@@ -243,6 +244,17 @@ class Tracker:
         """Should the adapter feed this flow's body chunk by chunk (an SSE answer)?"""
         x = self._exchanges.get(flow)
         return x is not None and x.parser is not None
+
+    def describe(self, flow: str) -> tuple[str, str | None, str | None] | None:
+        """(session, client, protocol version) of a tracked flow, as its records show them."""
+        x = self._exchanges.get(flow)
+        return None if x is None else (x.session.key, x.client, x.protocol_version)
+
+    def mark_injected(self, flow: str, injected: dict[str, str]) -> None:
+        """A fault rule replaced, altered or dropped this exchange: its records say so."""
+        x = self._exchanges.get(flow)
+        if x is not None:
+            x.injected = injected
 
     @property
     def pending(self) -> int:
@@ -833,7 +845,7 @@ class Tracker:
     def _base(
         self, x: Exchange, record_id: int, ts: float, method: str | None, tool: str | None
     ) -> dict[str, Any]:
-        return base_record(
+        record = base_record(
             record_id=record_id,
             kind=x.kind,
             ts=x.started,
@@ -850,6 +862,8 @@ class Tracker:
             content_type=x.content_type,
             scenario=self._settings.scenario,
         )
+        record["injected"] = x.injected
+        return record
 
     def _request_record(
         self, x: Exchange, p: PendingRequest, ts: float, *, answered: bool
@@ -954,6 +968,8 @@ class Tracker:
             content_type=None,
             scenario=self._settings.scenario,
         )
+        if x is not None:
+            record["injected"] = x.injected
         deleting = x is not None and x.kind == "session_end"
         record["endReason"] = "delete" if deleting else session.ended
         record["sessionStats"] = session.stats()
