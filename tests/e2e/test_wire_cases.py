@@ -406,9 +406,14 @@ def assert_common(
 #: The documented members of the object fields: readers ignore members they do not know
 #: (the format adds fields, never renames them), and so do these checks.
 DOCUMENTED_MEMBERS = {
-    "sse": ("events", "final", "end"),
+    "sse": ("events", "final", "end", "resumed"),
     "jsonrpc": ("id", "errorCode", "errorMessage"),
 }
+
+
+def sse(events: int, final: bool, end: str, resumed: bool = False) -> dict[str, Any]:
+    """An expected `sse` field. None of these cases resumes a stream on a GET."""
+    return {"events": events, "final": final, "end": end, "resumed": resumed}
 
 
 def pick(record: dict[str, Any], *names: str) -> dict[str, Any]:
@@ -536,9 +541,7 @@ def check_seed_record(
     if seed.is_error is not UNCHECKED:
         expected["isError"] = seed.is_error
     # The doc: `sse` is {events, final, end} for every text/event-stream response.
-    expected["sse"] = (
-        None if transport == "json" else {"events": 3, "final": seed.final, "end": "complete"}
-    )
+    expected["sse"] = None if transport == "json" else sse(3, seed.final, "complete")
     notes = seed.notes_json if transport == "json" else seed.notes_sse
     if notes == "unexpected_response_id":
         expected["notes"] = [f"unexpected_response_id:{rid + WRONG_ID_OFFSET}"]
@@ -645,7 +648,7 @@ def test_seed_503_then_200(wire: Wire, transport: str) -> None:
     assert second["httpStatuses"][-1] == 200  # "this POST's last"
     assert second["session"] == first["session"]
     if transport == "sse":
-        assert pick(second, "sse")["sse"] == {"events": 3, "final": True, "end": "complete"}
+        assert pick(second, "sse")["sse"] == sse(3, True, "complete")
 
 
 def test_seed_503_then_200_is_linked_as_a_resend(wire: Wire) -> None:
@@ -799,7 +802,7 @@ def _check_stream_incomplete(record: dict[str, Any], end: str, upstream: Scripte
         "layer": "transport",
         "httpStatuses": [200],
         "contentType": "text/event-stream",
-        "sse": {"events": 2, "final": False, "end": end},
+        "sse": sse(2, False, end),
     }
 
 
@@ -842,6 +845,8 @@ def test_resumable_sse_ends_without_the_response(
     requests = [r for r in records if r["kind"] == "request"]
     assert len(requests) == 1, records
     _check_stream_incomplete(requests[0], end, upstream)
+    # The doc: unresumed, it is written with note `not_resumed` (or `proxy_shutdown`).
+    assert "proxy_shutdown" in requests[0]["notes"]
 
 
 def test_reset_before_headers_is_no_response(wire: Wire) -> None:
@@ -946,7 +951,7 @@ def test_gzip_sse_is_classified_and_delivered_still_gzip(wire: Wire) -> None:
     assert pick(record, "outcome", "layer", "sse", "notes") == {
         "outcome": "TOOL_SUCCESS",
         "layer": "application",
-        "sse": {"events": 3, "final": True, "end": "complete"},
+        "sse": sse(3, True, "complete"),
         "notes": [],
     }
 
@@ -1022,7 +1027,7 @@ def test_sse_is_streamed_not_buffered(wire: Wire) -> None:
     [record] = wire.records()
     assert pick(record, "outcome", "sse") == {
         "outcome": "TOOL_SUCCESS",
-        "sse": {"events": 4, "final": True, "end": "complete"},
+        "sse": sse(4, True, "complete"),
     }
 
 

@@ -1,0 +1,416 @@
+"""What the addon costs: plain `mitmdump -q` against `mitmdump -q -s addon/mcp_layers.py`.
+
+Both proxies run side by side in reverse mode in front of the same upstream (the
+scripted upstream of the end-to-end tests, in a process of its own) and get the same
+workload: JSON-RPC `tools/call` POSTs on keep-alive connections, answered either with
+a small JSON body or with an SSE stream of three events (two progress notifications and
+the response, `--sse-gap-ms` apart). The upstream stamps its send time into every
+event, and the client subtracts it on arrival: that is the per-event delay.
+
+Runs alternate between the two proxies (the order flips every time) and the whole set
+repeats `--reps` times; the table shows, per configuration, the median over the reps
+of each run's median latency, p99 latency, throughput and per-event delay, and the
+addon/plain ratios. The targets (latency ratio <= 1.05, per-event delay within 1 ms of
+plain) are printed next to the numbers, never asserted: timings belong in a report,
+not in a test that fails on a busy machine.
+
+    .venv/bin/python benchmarks/addon_bench.py            # 2,000 requests per run
+    .venv/bin/python benchmarks/addon_bench.py --requests 500 --reps 1   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+WORKLOADS = ("json", "sse")
+#: The proxies compared, with the extra mitmdump arguments and the workloads each runs.
+#: Plain mitmdump *buffers* an SSE answer until it ends (mitmproxy issue #4469), while
+#: the addon streams it; so for SSE the fair baseline is a plain mitmdump told to stream
+#: (`stream_large_bodies=1`), and the buffering plain one is shown for reference.
+#: `noop-addon` is a script with the addon's hooks doing nothing but stream SSE: the
+#: floor any script addon pays in mitmproxy's hook dispatch, whatever it does.
+CONFIGS: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "plain": (["-q"], WORKLOADS),
+    "plain-stream": (["-q", "--set", "stream_large_bodies=1"], ("sse",)),
+    "noop-addon": (["-q", "-s", "{noop}"], WORKLOADS),
+    "addon": (["-q"], WORKLOADS),
+}
+BASELINES = ("plain", "plain-stream", "noop-addon")
+
+NOOP_ADDON = """\
+def _is_sse(flow):
+    ctype = flow.response.headers.get("content-type", "")
+    return ctype.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+class Noop:
+    def request(self, flow):
+        pass
+
+    def responseheaders(self, flow):
+        if _is_sse(flow):
+            flow.response.stream = lambda data: data
+
+    def response(self, flow):
+        pass
+
+    def error(self, flow):
+        pass
+
+
+addons = [Noop()]
+"""
+
+#: Bounds: no run, read or process may outlive these.
+RUN_TIMEOUT_S = 300.0
+READ_TIMEOUT_S = 10.0
+UPSTREAM_LIFETIME_S = 3600.0
+SSE_EVENTS = 3
+
+
+# -- the upstream (runs in its own process: `--serve-upstream PORT`) -----------------------
+
+
+def serve_upstream(port: int, gap_s: float, lifetime_s: float) -> None:
+    """Answer /json with a small JSON result and /sse with three stamped events."""
+    sys.path.insert(0, str(REPO / "tests" / "e2e"))
+    from scripted_upstream import Received, Reply, ScriptedUpstream
+
+    json_headers = [("Content-Type", "application/json")]
+    sse_headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")]
+
+    def event(message: dict[str, Any]) -> bytes:
+        return b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n"
+
+    def stamped(rid: Any, n: int) -> bytes:
+        # Evaluated right before the write, so the stamp is the send time.
+        meta = {"sentAt": time.time()}
+        if n < SSE_EVENTS:
+            params = {"progressToken": rid, "progress": n, "total": SSE_EVENTS, "_meta": meta}
+            return event({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        result = {"content": [{"type": "text", "text": "ok"}], "isError": False, "_meta": meta}
+        return event({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    def respond(request: Received) -> Reply:
+        rid = json.loads(request.body)["id"]
+        if request.target.endswith("/sse"):
+            chunks = [
+                (gap_s if n > 1 else 0.0, lambda n=n: stamped(rid, n))
+                for n in range(1, SSE_EVENTS + 1)
+            ]
+            return Reply(200, sse_headers, chunks=chunks)
+        result = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+        return Reply(200, json_headers, body)
+
+    with ScriptedUpstream(responder=respond, keep_log=False, port=port):
+        # SIGTERM from the parent ends the process; the lifetime bounds it regardless.
+        time.sleep(lifetime_s)
+
+
+# -- the load client ------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    config: str
+    workload: str
+    concurrency: int
+    requests: int
+    seconds: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    rps: float
+    event_p50_ms: float | None = None
+    event_p99_ms: float | None = None
+    errors: int = 0
+
+
+@dataclass
+class _Tally:
+    latencies: list[float] = field(default_factory=list)
+    delays: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split(" ", 2)[1]), headers
+
+
+async def _read_body(
+    reader: asyncio.StreamReader, headers: dict[str, str], sse: bool, tally: _Tally
+) -> None:
+    if "chunked" not in headers.get("transfer-encoding", ""):
+        await asyncio.wait_for(
+            reader.readexactly(int(headers.get("content-length", "0"))), READ_TIMEOUT_S
+        )
+        return
+    pending = b""
+    for _ in range(100_000):  # bounded: a response has a handful of chunks
+        size = int((await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)).strip(), 16)
+        if size == 0:
+            await asyncio.wait_for(reader.readline(), READ_TIMEOUT_S)  # the final CRLF
+            return
+        data = await asyncio.wait_for(reader.readexactly(size + 2), READ_TIMEOUT_S)
+        arrived = time.time()
+        if not sse:
+            continue
+        pending += data[:-2]
+        *events, pending = pending.split(b"\n\n")
+        for block in events:
+            for line in block.split(b"\n"):
+                if line.startswith(b"data: "):
+                    message = json.loads(line[6:])
+                    holder = message.get("params") or message.get("result") or {}
+                    tally.delays.append(arrived - holder["_meta"]["sentAt"])
+    raise ValueError("endless chunked body")
+
+
+async def _connection(
+    port: int, workload: str, budget: itertools.count, total: int, tally: _Tally, conn: int
+) -> None:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    try:
+        for _ in range(total):
+            n = next(budget)
+            if n >= total:
+                return
+            body = json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": n,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "hello", "n": n}},
+                }
+            ).encode()
+            head = (
+                f"POST /mcp/{workload} HTTP/1.1\r\nHost: {HOST}\r\n"
+                "Content-Type: application/json\r\n"
+                "Accept: application/json, text/event-stream\r\n"
+                "MCP-Protocol-Version: 2025-11-25\r\n"
+                f"Mcp-Session-Id: bench-{workload}-{conn}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            start = time.perf_counter()
+            writer.write(head + body)
+            status, headers = await _read_head(reader)
+            await _read_body(reader, headers, workload == "sse", tally)
+            tally.latencies.append(time.perf_counter() - start)
+            if status != 200:
+                tally.errors += 1
+    finally:
+        writer.close()
+
+
+async def _load(port: int, workload: str, concurrency: int, total: int) -> tuple[_Tally, float]:
+    tally = _Tally()
+    budget = itertools.count()
+    start = time.perf_counter()
+    await asyncio.wait_for(
+        asyncio.gather(
+            *(_connection(port, workload, budget, total, tally, c) for c in range(concurrency))
+        ),
+        RUN_TIMEOUT_S,
+    )
+    return tally, time.perf_counter() - start
+
+
+def measure(config: str, port: int, workload: str, concurrency: int, total: int) -> Run:
+    tally, seconds = asyncio.run(_load(port, workload, concurrency, total))
+    ms = [x * 1000 for x in tally.latencies]
+    run = Run(
+        config=config,
+        workload=workload,
+        concurrency=concurrency,
+        requests=len(ms),
+        seconds=round(seconds, 3),
+        latency_p50_ms=statistics.median(ms),
+        latency_p99_ms=_quantile(ms, 0.99),
+        rps=len(ms) / seconds,
+        errors=tally.errors,
+    )
+    if tally.delays:
+        delays = [x * 1000 for x in tally.delays]
+        run.event_p50_ms = statistics.median(delays)
+        run.event_p99_ms = _quantile(delays, 0.99)
+    return run
+
+
+# -- orchestration ---------------------------------------------------------------------------
+
+
+def _median_of(runs: list[Run], name: str) -> float | None:
+    values = [getattr(r, name) for r in runs if getattr(r, name) is not None]
+    return statistics.median(values) if values else None
+
+
+def _stats(runs: list[Run], *names: str) -> list[float]:
+    values = [_median_of(runs, name) for name in names]
+    assert None not in values
+    return values  # type: ignore[return-value]
+
+
+def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Namespace) -> str:
+    out = [
+        f"addon overhead: {args.requests} requests per run, {args.reps} reps (medians of the "
+        f"reps); SSE answer = {SSE_EVENTS} events {args.sse_gap_ms:g} ms apart",
+        "",
+        "workload conc  baseline     | base p50  p99       req/s | addon p50 p99       req/s "
+        "| addon/base p50  p99    req/s",
+        "-" * 118,
+    ]
+    keys = ("latency_p50_ms", "latency_p99_ms", "rps")
+    for workload in WORKLOADS:
+        for conc in args.concurrency:
+            a = _stats(results[("addon", workload, conc)], *keys)
+            for base in BASELINES:
+                if (base, workload, conc) not in results:
+                    continue
+                p = _stats(results[(base, workload, conc)], *keys)
+                r = [x / y for x, y in zip(a, p, strict=True)]
+                out.append(
+                    f"{workload:<8} {conc:>4}  {base:<12} "
+                    f"| {p[0]:6.2f} ms {p[1]:6.2f} ms {p[2]:6.0f} "
+                    f"| {a[0]:6.2f} ms {a[1]:6.2f} ms {a[2]:6.0f} "
+                    f"| {r[0]:14.3f} {r[1]:6.3f} {r[2]:6.3f}"
+                )
+    out += ["", "SSE per-event delay (upstream send stamp -> client arrival), p50 / p99:"]
+    for conc in args.concurrency:
+        row = {
+            c: _stats(results[(c, "sse", conc)], "event_p50_ms", "event_p99_ms") for c in CONFIGS
+        }
+        a, s = row["addon"], row["plain-stream"]
+        out.append(
+            f"c={conc}: "
+            + "; ".join(f"{c} {v[0]:.3f} / {v[1]:.3f} ms" for c, v in row.items())
+            + f"; addon - plain-stream {a[0] - s[0]:+.3f} / {a[1] - s[1]:+.3f} ms"
+        )
+    out += [
+        "",
+        "targets (reported, never asserted): addon/plain latency <= 1.05; "
+        "per-event delay within 1 ms of a streaming plain mitmdump",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=2000, help="requests per run")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of the whole set")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--warmup", type=int, default=300, help="requests per proxy first")
+    parser.add_argument("--sse-gap-ms", type=float, default=2.0)
+    parser.add_argument("--json", type=Path, help="also write every run here")
+    parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_upstream:
+        serve_upstream(args.serve_upstream, args.sse_gap_ms / 1000, UPSTREAM_LIFETIME_S)
+        return 0
+    if not 1 <= args.requests <= 1_000_000 or not 1 <= args.reps <= 100:
+        parser.error("--requests must be 1..1,000,000 and --reps 1..100")
+
+    from mcp_layers_demo import procs
+
+    work = Path(tempfile.mkdtemp(prefix="addon-bench-"))
+    started: list[Any] = []
+    try:
+        up_port = procs.free_port()
+        cmd = [
+            procs.python(),
+            str(Path(__file__).resolve()),
+            "--serve-upstream",
+            str(up_port),
+            "--sse-gap-ms",
+            str(args.sse_gap_ms),
+        ]
+        started.append(upstream := procs.start(cmd, work / "upstream.log"))
+        procs.wait_for_port(up_port, upstream, what="the upstream", log=work / "upstream.log")
+        ports: dict[str, int] = {}
+        proxies: dict[str, Any] = {}
+        noop = work / "noop_addon.py"
+        noop.write_text(NOOP_ADDON)
+        for config, (extra, _workloads) in CONFIGS.items():
+            extra = [str(noop) if x == "{noop}" else x for x in extra]
+            ports[config] = procs.free_port()
+            cmd = procs.mitmdump_cmd(
+                up_port,
+                ports[config],
+                addon=procs.ADDON if config == "addon" else None,
+                record_dir=work / "records",
+            )
+            log = work / f"mitmdump-{config}.log"
+            started.append(proc := procs.start([*cmd, *extra], log))
+            proxies[config] = proc
+            procs.wait_for_port(ports[config], proc, what=f"mitmdump ({config})", log=log)
+
+        sent = dict.fromkeys(CONFIGS, 0)
+        for config, (_extra, workloads) in CONFIGS.items():
+            for workload in workloads:
+                measure(config, ports[config], workload, 1, args.warmup)
+                sent[config] += args.warmup
+
+        results: dict[tuple[str, str, int], list[Run]] = {}
+        turn = itertools.count()
+        for rep in range(args.reps):
+            for workload in WORKLOADS:
+                for conc in args.concurrency:
+                    configs = [c for c, (_x, w) in CONFIGS.items() if workload in w]
+                    # Rotate which proxy goes first, so drift hits them all alike.
+                    shift = next(turn) % len(configs)
+                    for config in configs[shift:] + configs[:shift]:
+                        run = measure(config, ports[config], workload, conc, args.requests)
+                        sent[config] += run.requests
+                        results.setdefault((config, workload, conc), []).append(run)
+                        print(
+                            f"rep {rep + 1} {config:<12} {workload:<4} c={conc}: "
+                            f"p50 {run.latency_p50_ms:.2f} ms, {run.rps:.0f} req/s"
+                            + (f", errors {run.errors}" if run.errors else ""),
+                            file=sys.stderr,
+                        )
+        print(_report(results, args))
+
+        # Sanity: the addon really recorded every POST it proxied (after a clean stop).
+        procs.stop(proxies["addon"])
+        records = sum(
+            1
+            for path in procs.recording_files(work / "records")
+            for r in procs.read_jsonl(path)
+            if r.get("kind") == "request"
+        )
+        print(f"\naddon recorded {records} request records for {sent['addon']} POSTs")
+        if args.json:
+            runs = [asdict(r) for rs in results.values() for r in rs]
+            args.json.write_text(json.dumps(runs, indent=1))
+        return 0
+    finally:
+        for proc in reversed(started):
+            procs.stop(proc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
