@@ -20,17 +20,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
+
+def _stdlib_line(record: dict[str, Any]) -> bytes:
+    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=repr)
+    return text.encode("utf-8") + b"\n"
+
+
 try:
     import orjson
 
     def dumps_line(record: dict[str, Any]) -> bytes:
-        return orjson.dumps(record) + b"\n"
+        try:
+            return orjson.dumps(record) + b"\n"
+        except TypeError:
+            # orjson refuses what a peer can still send: values nested deeper than 255
+            # levels (a JSON-RPC id is echoed as it came), integers past 64 bits. The
+            # stdlib writes those; found by the hardening proofs (tests/hardening).
+            return _stdlib_line(record)
 
 except ImportError:  # pragma: no cover - the addon also loads into a bare mitmproxy
-
-    def dumps_line(record: dict[str, Any]) -> bytes:
-        text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=repr)
-        return text.encode("utf-8") + b"\n"
+    dumps_line = _stdlib_line
 
 
 def run_file_name(started: float, part: int = 1) -> str:
@@ -67,7 +76,15 @@ class RecordWriter:
 
     def write(self, records: list[dict[str, Any]]) -> None:
         for record in records:
-            self._write_one(dumps_line(record))
+            try:
+                line = dumps_line(record)
+            except (TypeError, ValueError, RecursionError) as e:
+                # Past what any JSON writer takes (nesting beyond the interpreter's
+                # recursion limit): this record is lost, counted and reported like a
+                # refused write, and the others of the batch are still written.
+                self._lose(e)
+                continue
+            self._write_one(line)
 
     def _write_one(self, line: bytes) -> None:
         try:
@@ -78,11 +95,14 @@ class RecordWriter:
                 self._append(line)
             self.written += 1
         except (OSError, ValueError) as e:  # ValueError: write to a closed file
-            self.lost += 1
-            if not self._reported:
-                self._reported = True
-                if self._on_error:
-                    self._on_error(f"cannot write the recording ({e}); records are being lost")
+            self._lose(e)
+
+    def _lose(self, e: BaseException) -> None:
+        self.lost += 1
+        if not self._reported:
+            self._reported = True
+            if self._on_error:
+                self._on_error(f"cannot write the recording ({e}); records are being lost")
 
     def _append(self, line: bytes) -> None:
         fd = self._fd if self._fd is not None else self._open()

@@ -8,6 +8,7 @@ never survive at the boundary.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 
@@ -63,6 +64,7 @@ def error_message(text: str | None, limit: int = MAX_ERROR_MESSAGE_CHARS) -> str
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+@functools.lru_cache(maxsize=4096)  # the same few session ids come back on every POST
 def pseudonym(prefix: str, value: str) -> str:
     """A stable short stand-in for an identifier that may be a credential."""
     return prefix + hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:10]

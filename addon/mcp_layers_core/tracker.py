@@ -187,10 +187,12 @@ class Exchange:
     saw_event_id: bool = False
     saw_jsonrpc: bool = False
     stream_end: str | None = None
-    unexpected_ids: list[object] = field(default_factory=list)
+    unexpected_ids: list[object] = field(default_factory=list)  # the first one only
     saw_not_json: bool = False
     saw_non_rpc_json: bool = False
     skipped_event: bool = False
+    #: How often each repeatable note occurred (see `_repeatable_note`); None until one does.
+    repeats: dict[str, int] | None = None
 
 
 @dataclass(slots=True)
@@ -596,9 +598,7 @@ class Tracker:
         if isinstance(item, SseAnomaly):
             if item.kind == "event_over_cap":
                 x.skipped_event = True
-                x.notes.append(f"sse_event_over_cap:{item.skipped_bytes}")
-            else:
-                x.notes.append(f"sse_{item.kind}:{item.skipped_bytes}")
+            _repeatable_note(x, f"sse_{item.kind}", item.skipped_bytes)
             return []
         x.events += 1
         if item.id:
@@ -636,7 +636,9 @@ class Tracker:
                     self._unclaimed[key] = (msg, ts)  # its POST may not be parked yet
                     if len(self._unclaimed) > self._settings.max_parked:
                         self._unclaimed.popitem(last=False)
-                else:
+                elif not x.unexpected_ids:
+                    # Only the first is reported; keeping them all grew without bound
+                    # on a long stream of wrong ids (found by tests/hardening).
                     x.unexpected_ids.append(msg.get("id"))
         elif is_request(msg):
             assert isinstance(msg, dict)
@@ -700,7 +702,11 @@ class Tracker:
         if not x.stream_readable or x.skipped_event:
             return Verdict(Outcome.UNINSPECTED)
         if x.unexpected_ids:
-            x.notes.append(f"unexpected_response_id:{x.unexpected_ids[0]!r}")
+            note = f"unexpected_response_id:{x.unexpected_ids[0]!r}"
+            if len(note) > MAX_NOTE_CHARS:  # the id is the server's: any size
+                note = note[: MAX_NOTE_CHARS - 1] + "…"
+            if note not in x.notes:  # one per exchange, not one per request of a batch
+                x.notes.append(note)
             return Verdict(Outcome.INVALID_ENVELOPE)
         if x.saw_not_json:
             return Verdict(Outcome.MALFORMED_JSON)
@@ -828,6 +834,11 @@ class Tracker:
             records.append(self._session_end_record(x.session, x.status, x.started, ts, x))
         if x.negotiating and records and _is_negotiation_candidate(records[0]):
             self._held.setdefault((_host(x.peer), x.user_agent), []).extend(records)
+            if len(self._held) > self._settings.max_sessions:
+                # A client that never comes back must not keep its records (and our
+                # memory) until the proxy stops: past the cap the oldest are written as
+                # if the proxy stopped. Unbounded before; found by tests/hardening.
+                return self._release_held(next(iter(self._held)), negotiation=False)
             return []
         return records
 
@@ -976,6 +987,34 @@ class Tracker:
         if x is not None and x.kind == "session_end":
             record["notes"] = list(x.notes)
         return record
+
+
+#: Longest note a peer's data can make (an unexpected response id is the server's).
+MAX_NOTE_CHARS = 120
+
+
+def _repeatable_note(x: Exchange, code: str, detail: object) -> None:
+    """A note that every event of a stream may cause (an event over the cap, say).
+
+    The first occurrence is noted with its detail (`sse_event_over_cap:<bytes>`); later
+    ones are only counted, in one `<code>_more:<n>` note updated in place. Before this,
+    each occurrence added a note, so a long stream grew the exchange's notes (and its
+    record) without bound; found by the hardening proofs (tests/hardening).
+    """
+    repeats = x.repeats if x.repeats is not None else {}
+    x.repeats = repeats
+    n = repeats.get(code, 0)
+    repeats[code] = n + 1
+    if n == 0:
+        x.notes.append(f"{code}:{detail}")
+        return
+    more = f"{code}_more:"
+    if n > 1:
+        for i in range(len(x.notes) - 1, -1, -1):
+            if x.notes[i].startswith(more):
+                x.notes[i] = f"{more}{n}"
+                return
+    x.notes.append(f"{more}{n}")
 
 
 def _is_answer(value: object) -> bool:
