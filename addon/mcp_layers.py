@@ -88,7 +88,12 @@ class _Chained:
         self.first, self._then = first, then
 
     def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
-        return self._then(self.first(data))
+        seen = self.first(data)
+        if isinstance(seen, list):  # a fault's cutter: pass on only what it forwards
+            if data and not seen:
+                return []
+            seen = b"".join(seen)
+        return self._then(seen)
 
 
 class _Guard:
@@ -120,7 +125,11 @@ class CutTap:
     def __init__(self, cutter: faults.SseCutter, tap: StreamTap) -> None:
         self._cutter, self._tap = cutter, tap
 
-    def __call__(self, data: bytes) -> bytes:
+    @property
+    def cut(self) -> bool:
+        return self._cutter.cut
+
+    def __call__(self, data: bytes) -> list[bytes]:
         try:
             out = (self._cutter.feed(data) if data else self._cutter.end()).data
         except Exception:  # a broken filter must not break the stream: pass it whole
@@ -128,7 +137,9 @@ class CutTap:
             out = data
         if out:
             self._tap(out)
-        return out
+        # A list, never b"": mitmproxy sends an empty chunk as HTTP/1's end-of-body
+        # marker, which would end the answer (and corrupt a kept-alive connection).
+        return [out] if out else []
 
 
 class McpLayers:
@@ -282,6 +293,8 @@ class McpLayers:
     def response(self, flow: http.HTTPFlow) -> None:
         with self.guard("response"):
             if self.tracker.is_tracked(flow.id):
+                if _truncation_missed(flow):
+                    self.tracker.mark_injected(flow.id, None)  # the answer passed untouched
                 self.feed(self._response_end(flow))
 
     def error(self, flow: http.HTTPFlow) -> None:
@@ -371,12 +384,12 @@ class McpLayers:
         decision = plan.decide(view)
         if decision is None:
             return
-        self.tracker.mark_injected(flow.id, decision.injected)
         flow.metadata[FAULT_KEY] = decision
         if decision.effect is faults.Effect.REPLY:
             assert decision.reply is not None
             reply = decision.reply
-            flow.response = http.Response.make(reply.status, reply.body, list(reply.headers))
+            headers = [(k.encode(), v.encode()) for k, v in reply.headers]
+            flow.response = http.Response.make(reply.status, reply.body, headers)
         elif decision.effect is faults.Effect.DROP and not decision.drop_after_upstream:
             flow.kill()
         else:
@@ -388,6 +401,8 @@ class McpLayers:
                 # Hold this flow only (mitmproxy waits for `resume`), not the event loop.
                 flow.intercept()
                 asyncio.get_running_loop().call_later(decision.delay_headers_ms / 1000, flow.resume)
+        # Marked only once the fault is in place: a failure above leaves an organic record.
+        self.tracker.mark_injected(flow.id, decision.injected)
 
     def _stream_filter(self, flow: http.HTTPFlow, decision: Any) -> StreamTap | CutTap:
         tap = StreamTap(self, flow.id)
@@ -402,6 +417,20 @@ class McpLayers:
         assert flow.response is not None
         previous = flow.response.stream
         flow.response.stream = _Chained(tap, previous) if callable(previous) else tap
+
+
+def _truncation_missed(flow: http.HTTPFlow) -> bool:
+    """A truncation rule whose cut never came (the stream ended first, or the answer was
+    plain JSON): the exchange was not altered, so its record must not say it was."""
+    decision = flow.metadata.get(FAULT_KEY)
+    if decision is None or not (
+        decision.truncate_before_final or decision.truncate_after_events is not None
+    ):
+        return False
+    stream = flow.response.stream if flow.response is not None else None
+    if isinstance(stream, _Chained):
+        stream = stream.first
+    return not (isinstance(stream, CutTap) and stream.cut)
 
 
 def _tap_of(stream: object) -> StreamTap | None:

@@ -252,8 +252,9 @@ class Tracker:
         x = self._exchanges.get(flow)
         return None if x is None else (x.session.key, x.client, x.protocol_version)
 
-    def mark_injected(self, flow: str, injected: dict[str, str]) -> None:
-        """A fault rule replaced, altered or dropped this exchange: its records say so."""
+    def mark_injected(self, flow: str, injected: dict[str, str] | None) -> None:
+        """A fault rule replaced, altered or dropped this exchange: its records say so
+        (None takes the mark back: the rule ended up not touching the exchange)."""
         x = self._exchanges.get(flow)
         if x is not None:
             x.injected = injected
