@@ -1,140 +1,188 @@
-"""``python -m mcp_layers_demo`` (``make demo``): one real MCP session through the addon.
+"""``python -m mcp_layers_demo`` (``make demo``): two real clients, the same faults, compared.
 
-It starts the bundled server and a mitmdump reverse proxy with the addon in front of it, runs
-the SDK client through the proxy in legacy mode (2025-11-25 handshake) and in auto mode
-(2026-07-28), stops the proxy with SIGTERM (the addon writes what is pending) and prints the
-recording it left in ``recordings/``.
+It starts the bundled MCP server (official Python SDK; a read-only tool and a
+side-effecting one), then, for each fault scenario, a mitmdump reverse proxy with the
+addon and that fault preset, and drives two real clients through it: the official
+Python SDK client and the official TypeScript SDK client (installed from npm on first
+use; without Node the demo says so and runs the Python one). Each proxy is stopped with
+SIGTERM (the addon writes what is pending), the server last. Finally it prints
+``mcp-layers compare --by client --by scenario`` over the recordings it made, which
+stay in ``recordings/demo-<UTC>/``.
+
+Everything binds 127.0.0.1 and every process is stopped at the end, even on failure.
 """
 
+from __future__ import annotations
+
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import anyio
-from mcp_layers_demo import procs
+from mcp_layers_demo import npm, procs
 from mcp_layers_demo.client import CallResult, run_calls
 
-RECORD_DIR = procs.REPO / "recordings"
-SCENARIO = "demo"
-MODES = ("legacy", "auto")
+RECORD_ROOT = procs.REPO / "recordings"
 
-TABLE_COLUMNS = (
-    "id",
-    "kind",
-    "method",
-    "tool",
-    "httpStatuses",
-    "outcome",
-    "layer",
-    "client",
-    "protocolVersion",
-)
+#: The fault presets every client meets (docs/faults.md). Each fails the first matching
+#: tools/call of a client: how it recovers is the point.
+SCENARIOS = ("errors.http_status_sequence", "errors.rate_limited", "errors.session_expired")
+
+#: The calls each client makes in each scenario: a read-only tool, a side-effecting one
+#: (is repeating it safe?), a read, and a tool that fails on its own (organic).
+CALLS: list[tuple[str, dict[str, object]]] = [
+    ("echo", {"text": "hello"}),
+    ("add_note", {"text": "remember the milk"}),
+    ("get_notes", {}),
+    ("fail", {"reason": "on purpose"}),
+]
+
+TS_TIMEOUT_S = 60.0
+ANALYSIS_TIMEOUT_S = 120.0
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
     print(message, flush=True)
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value) or "[]"
-    return str(value)
+def python_client(url: str) -> str:
+    results: list[CallResult] = anyio.run(run_calls, url, "legacy", "python-sdk", list(CALLS))
+    return "; ".join(r.summary() for r in results)
 
 
-def format_table(records: list[dict[str, Any]]) -> str:
-    """A compact fixed-width table, one line per record."""
-    rows = [[_cell(r.get(col)) for col in TABLE_COLUMNS] for r in records]
-    widths = [
-        max([len(col)] + [len(row[i]) for row in rows]) for i, col in enumerate(TABLE_COLUMNS)
-    ]
-    lines = ["  ".join(col.ljust(w) for col, w in zip(TABLE_COLUMNS, widths, strict=True))]
-    lines += [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    return "\n".join(lines)
+def ts_client(node: str, url: str) -> str:
+    done = subprocess.run(
+        [
+            node,
+            str(npm.TS_CLIENT),
+            url,
+            json.dumps(CALLS),
+            "--terminate",
+            "--name",
+            "typescript-sdk",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=TS_TIMEOUT_S,
+    )
+    result = next(
+        (line[7:] for line in reversed(done.stdout.splitlines()) if line.startswith("RESULT ")),
+        None,
+    )
+    if result is None:
+        return f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}"
+    calls = json.loads(result).get("calls", [])
+    made = "; ".join(
+        f"{c['name']}: exception: {c['error']}"
+        if c.get("error")
+        else f"{c['name']}: isError={c['isError']}"
+        for c in calls
+    )
+    failed = "" if done.returncode == 0 else f" (then failed: {_last_error(done.stderr)})"
+    return (made or "no call completed") + failed
 
 
-def _run_client(url: str, mode: str) -> list[CallResult]:
-    results = anyio.run(run_calls, url, mode)
-    _say(f"client {mode}: {len(results)} calls")
-    for result in results:
-        _say(f"  {result.summary()}")
-    return results
+def _last_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return lines[0][:160] if lines else "no message"
 
 
-def _report(started_at: float) -> int:
-    # Only a file this run wrote: an older recording would be a misleading answer.
-    files = [p for p in procs.recording_files(RECORD_DIR) if p.stat().st_mtime >= started_at - 1]
-    if not files:
-        _say(f"error: the proxy wrote no recording into {RECORD_DIR}")
-        return 1
-    path = files[-1]
-    records = procs.read_jsonl(path, out=sys.stdout)
+def prepare_ts_client() -> str | None:
+    """The Node to run the TS SDK client with, installing it once; None without Node."""
+    found = npm.node_and_npm()
+    if found is None:
+        say("Node.js/npm not found: running the Python SDK client only")
+        return None
+    node, npm_path = found
+    if not npm.installed(npm.TS_CLIENT_DIR):
+        say("installing the TypeScript SDK client (npm, once) ...")
     try:
-        shown = path.relative_to(Path.cwd())
+        npm.ensure(npm.TS_CLIENT_DIR, npm_path)
+    except npm.NpmInstallError as e:
+        say(f"could not install the TypeScript SDK client ({e}); Python client only")
+        return None
+    return node
+
+
+def run_scenario(
+    scenario: str, server_port: int, record_dir: Path, logs: Path, node: str | None
+) -> None:
+    proxy_port = procs.free_port()
+    proxy = procs.start_mitmdump(
+        server_port,
+        proxy_port,
+        logs / f"mitmdump-{scenario}.log",
+        record_dir=record_dir,
+        scenario=scenario,
+        extra_sets=(f"mcp_faults={scenario}",),
+    )
+    url = f"http://{procs.HOST}:{proxy_port}{procs.MCP_PATH}"
+    try:
+        say(f"\n== {scenario}: mitmdump with the addon and the fault on {url}")
+        say(f"   python sdk: {python_client(url)}")
+        if node is not None:
+            say(f"   typescript sdk: {ts_client(node, url)}")
+    finally:
+        procs.stop(proxy)
+
+
+def compare(record_dir: Path) -> int:
+    cli = Path(sys.executable).with_name("mcp-layers")
+    command = [str(cli), "compare", str(record_dir), "--by", "client", "--by", "scenario"]
+    say(f"\n$ mcp-layers compare {_shown(record_dir)} --by client --by scenario\n")
+    done = subprocess.run(command, timeout=ANALYSIS_TIMEOUT_S)
+    return done.returncode
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
     except ValueError:
-        shown = path
-    _say(f"\nrecording: {shown} ({len(records)} records)\n")
-    _say(format_table(records))
-    return 0
+        return str(path)
 
 
 def main() -> int:
     if not procs.ADDON.exists():
-        _say(f"error: the addon {procs.ADDON} is missing; is this a complete checkout?")
+        say(f"error: the addon {procs.ADDON} is missing; is this a complete checkout?")
         return 1
-    RECORD_DIR.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    record_dir = RECORD_ROOT / f"demo-{stamp}"
+    record_dir.mkdir(parents=True, exist_ok=True)
     logs = Path(tempfile.mkdtemp(prefix="mcp-layers-demo-"))
-    server_log, proxy_log = logs / "server.log", logs / "mitmdump.log"
-    server = proxy = None
-    ok = False
-    started_at = time.time()
+    node = prepare_ts_client()
+    server = None
     try:
-        server_port, proxy_port = procs.free_port(), procs.free_port()
-        _say(f"starting server on http://{procs.HOST}:{server_port}{procs.MCP_PATH} ...")
-        server = procs.start_server(server_port, server_log)
-        _say(f"starting mitmdump -s {procs.ADDON.relative_to(procs.REPO)} ...")
-        proxy = procs.start_mitmdump(
-            server_port, proxy_port, proxy_log, record_dir=RECORD_DIR, scenario=SCENARIO
-        )
-        url = f"http://{procs.HOST}:{proxy_port}{procs.MCP_PATH}"
-        _say(f"mitmdump listening on {url} -> server {procs.HOST}:{server_port}")
-        for mode in MODES:
-            _run_client(url, mode)
-        _say("stopping mitmdump (SIGTERM) ...")
-        code = procs.stop(proxy)
-        proxy = None
-        if code not in (0, None):
-            _say(f"warning: mitmdump exited with code {code}; see {proxy_log}")
-        ok = True
-    except procs.StartError as exc:
-        _say(f"error: {exc}")
-    except Exception as exc:
-        _say(f"error: the client run failed: {type(exc).__name__}: {exc}")
-        tail = procs.log_tail(proxy_log, 15)
-        if tail:
-            _say(f"last lines of {proxy_log}:\n{tail}")
-    finally:
-        if proxy is not None:
-            procs.stop(proxy)
-        if server is not None:
-            _say("stopping server ...")
-            procs.stop(server)
-    if not ok:
-        _say(f"logs kept in {logs}")
+        server_port = procs.free_port()
+        say(f"starting the bundled MCP server on http://{procs.HOST}:{server_port}{procs.MCP_PATH}")
+        server = procs.start_server(server_port, logs / "server.log")
+        for scenario in SCENARIOS:
+            run_scenario(scenario, server_port, record_dir, logs, node)
+    except (procs.StartError, subprocess.TimeoutExpired, OSError) as exc:
+        say(f"error: {exc}\nlogs kept in {logs}")
         return 1
-    code = _report(started_at)
+    finally:
+        if server is not None:
+            procs.stop(server)
+            say("\nstopped the server and every proxy")
+    files = sorted(record_dir.glob("mcp-*.jsonl"))
+    lines = sum(len(f.read_bytes().splitlines()) for f in files)
+    say(f"recording: {_shown(record_dir)}/ ({len(files)} files, {lines} records)")
+    code = compare(record_dir)
     if code == 0:
         shutil.rmtree(logs, ignore_errors=True)
-    else:
-        _say(f"logs kept in {logs}")
+        where = _shown(record_dir)
+        say(f"\nNext: mcp-layers summary {where}; mcp-layers sessions {where};")
+        say(f"      mcp-layers show SESSION {where}")
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    started = time.monotonic()
+    code = main()
+    print(f"\n(demo took {time.monotonic() - started:.0f} s)")
+    sys.exit(code)

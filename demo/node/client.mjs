@@ -1,6 +1,7 @@
-// The TS SDK v1 client (@modelcontextprotocol/sdk, pinned in package.json) as a test peer.
+// The official TypeScript SDK client (@modelcontextprotocol/sdk, pinned in package.json):
+// the demo's second real client, and a peer of the end-to-end tests.
 //
-//   node ts_client.mjs URL CALLS_JSON [--terminate]
+//   node client.mjs URL CALLS_JSON [--terminate] [--name NAME]
 //
 // Connects over Streamable HTTP, lists the tools, makes each call of CALLS_JSON
 // ([[tool, arguments], ...]) in order and, with --terminate, ends the session with a
@@ -17,7 +18,7 @@ const RUN_TIMEOUT_MS = 20000;
 
 const [url, callsJson = "[]", ...flags] = process.argv.slice(2);
 if (!url) {
-  console.error("usage: node ts_client.mjs URL CALLS_JSON [--terminate]");
+  console.error("usage: node client.mjs URL CALLS_JSON [--terminate] [--name NAME]");
   process.exit(2);
 }
 const timer = setTimeout(() => {
@@ -25,7 +26,9 @@ const timer = setTimeout(() => {
   process.exit(3);
 }, RUN_TIMEOUT_MS);
 
-const client = new Client({ name: CLIENT_NAME, version: CLIENT_VERSION });
+const nameAt = flags.indexOf("--name");
+const name = nameAt >= 0 && flags[nameAt + 1] ? flags[nameAt + 1] : CLIENT_NAME;
+const client = new Client({ name, version: CLIENT_VERSION });
 const transport = new StreamableHTTPClientTransport(new URL(url));
 const out = { protocolVersion: null, sessionId: null, tools: [], calls: [], terminated: false };
 try {
@@ -34,8 +37,13 @@ try {
   out.sessionId = transport.sessionId ?? null;
   out.tools = (await client.listTools()).tools.map((t) => t.name);
   for (const [name, args] of JSON.parse(callsJson)) {
-    const r = await client.callTool({ name, arguments: args });
-    out.calls.push({ name, isError: r.isError ?? false });
+    // One failed call must not stop the others: record what the client saw, go on.
+    try {
+      const r = await client.callTool({ name, arguments: args });
+      out.calls.push({ name, isError: r.isError ?? false });
+    } catch (err) {
+      out.calls.push({ name, isError: null, error: String(err?.message ?? err).slice(0, 200) });
+    }
   }
   if (flags.includes("--terminate") && transport.sessionId) {
     await transport.terminateSession();
@@ -48,5 +56,7 @@ try {
   console.error("ERROR", err?.stack ?? String(err));
   console.log("RESULT " + JSON.stringify(out));
   clearTimeout(timer);
-  process.exitCode = 1;
+  // An open GET stream would keep the process alive: end it, whatever state it is in.
+  await client.close().catch(() => {});
+  process.exit(1);
 }
