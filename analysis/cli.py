@@ -1,0 +1,372 @@
+"""The `mcp-layers` command: a thin layer over the readers (engine) and the jobs.
+
+Each command builds a job, runs it over the inputs, and hands `(headers, rows)` to the one
+renderer. Diagnostics go to stderr, data to stdout; exit statuses are in `exitcodes`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NoReturn, TextIO
+
+import click
+
+# Commands import their job modules themselves: `mcp-layers --help` and a small summary
+# should not pay for what they do not use.
+from . import engine, inputs
+from .errors import AnalysisError, InputError, NewerRecordVersion
+from .exitcodes import ExitStatus
+from .filters import Filters, frozen, parse_time
+from .limits import PROGRESS_MIN_BYTES
+from .render import OutputFormat, open_writer, render, use_color
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class UsageFailure(click.ClickException):
+    """An error the user can fix (a bad argument, an unreadable input): exit 2."""
+
+    exit_code = ExitStatus.USAGE_ERROR
+
+
+class LocatedFailure(UsageFailure):
+    """An error about one line of one input, printed as `path:lineno: message`."""
+
+    def show(self, file: TextIO | None = None) -> None:
+        click.echo(self.format_message(), err=True, file=file)
+
+
+# --------------------------------------------------------------------- shared options
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """How to read and what to print: what every command's shared options say."""
+
+    paths: tuple[str, ...]
+    fmt: OutputFormat
+    filters: Filters
+    jobs: int
+    strict: bool
+    progress: bool
+
+
+def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO-8601 date or time; try 2026-11-30 or "
+            "2026-11-30T15:02:51Z") from None
+
+
+def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """PATHS and the options every command shares, gathered into one `reading` argument."""
+    options = [
+        click.argument("paths", nargs=-1, required=True, metavar="PATH..."),
+        click.option("-f", "--format", "fmt", type=click.Choice([f.value for f in OutputFormat]),
+                     default=OutputFormat.TABLE.value, show_default=True,
+                     help="Output format. JSON is one array of objects."),
+        click.option("--client", multiple=True, metavar="NAME[@VERSION]",
+                     help="Only this client (every version when no @VERSION). Repeatable."),
+        click.option("--method", multiple=True, help="Only this JSON-RPC method. Repeatable."),
+        click.option("--tool", multiple=True, help="Only calls of this tool. Repeatable."),
+        click.option("--scenario", multiple=True, help="Only this scenario label. Repeatable."),
+        click.option("--since", callback=_time_option, metavar="TIME",
+                     help="Only records at or after TIME (ISO-8601, UTC unless it says)."),
+        click.option("--until", callback=_time_option, metavar="TIME",
+                     help="Only records before TIME."),
+        click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+                     help="Worker processes [default: the cores available]."),
+        click.option("--strict", is_flag=True,
+                     help="Exit 2 if any line is not a record (they are skipped either way)."),
+        click.option("--progress/--no-progress", default=True,
+                     help="A progress bar on stderr for big inputs, when it is a terminal."),
+    ]
+
+    def wrapper(**kwargs: Any) -> Any:
+        reading = Reading(
+            paths=kwargs.pop("paths"),
+            fmt=OutputFormat(kwargs.pop("fmt")),
+            filters=Filters(
+                clients=frozen(kwargs.pop("client")),
+                methods=frozen(kwargs.pop("method")),
+                tools=frozen(kwargs.pop("tool")),
+                scenarios=frozen(kwargs.pop("scenario")),
+                since=kwargs.pop("since"),
+                until=kwargs.pop("until"),
+            ),
+            jobs=kwargs.pop("jobs") or engine.default_jobs(),
+            strict=kwargs.pop("strict"),
+            progress=kwargs.pop("progress"),
+        )
+        return fn(reading=reading, **kwargs)
+
+    wrapper = functools.wraps(fn)(wrapper)  # keeps options already on fn (__click_params__)
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+#: What `--by` can group on (the record field each reads is in summary.DIMENSIONS).
+BY_CHOICES = ("client", "version", "scenario")
+
+
+def by_option(*, repeatable: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    help_text = ("Group by: client (name@version), version (negotiated protocol version) or "
+                 "scenario.")
+    if repeatable:
+        help_text += " Give it twice for one group per pair, e.g. --by client --by scenario."
+    return click.option("--by", type=click.Choice(BY_CHOICES),
+                        multiple=True, default=("client",), show_default=True,
+                        help=help_text)
+
+
+top_option = click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
+                          help="JSON-RPC error codes and HTTP statuses listed per group.")
+
+
+# --------------------------------------------------------------------- reading
+
+
+def read(reading: Reading, job: engine.Job) -> engine.Report:
+    """Run `job` over the inputs; diagnostics go to stderr. Raises UsageFailure."""
+    try:
+        sources = inputs.expand(reading.paths)
+    except InputError as exc:
+        raise UsageFailure(str(exc)) from None
+    if any(s.path is None for s in sources) and inputs.stdin_is_terminal():
+        raise UsageFailure("'-' reads records from stdin, but nothing is piped in")
+    total = inputs.total_size(sources)
+    show_bar = (reading.progress and total is not None and total >= PROGRESS_MIN_BYTES
+                and _is_terminal(sys.stderr))
+    with contextlib.ExitStack() as stack:
+        advance = None
+        if show_bar:
+            bar = stack.enter_context(click.progressbar(length=total, label="reading",
+                                                        file=sys.stderr))
+            advance = bar.update
+        try:
+            report = engine.run(job, sources, jobs=reading.jobs, warn=_warn, progress=advance)
+        except NewerRecordVersion as exc:
+            raise LocatedFailure(str(exc)) from None
+        except AnalysisError as exc:
+            raise UsageFailure(str(exc)) from None
+    for message in report.messages:
+        _warn(message)
+    if report.bad_lines:
+        noun = "line" if report.bad_lines == 1 else "lines"
+        _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped "
+              f"({report.records} records read)")
+        if reading.strict:
+            raise UsageFailure("bad lines in the input (--strict)")
+    return report
+
+
+def _warn(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def nothing_matched(reading: Reading, report: engine.Report, what: str = "record") -> NoReturn:
+    if report.records == 0:
+        _warn("mcp-layers: no records in the input")
+    elif reading.filters.active:
+        _warn(f"mcp-layers: no {what} matched the filters")
+    else:
+        _warn(f"mcp-layers: no {what} in the input")
+    raise SystemExit(ExitStatus.NOTHING_MATCHED)
+
+
+def write(reading: Reading, headers: Any, rows: Iterator[Any] | list[Any]) -> int:
+    out = sys.stdout
+    color = reading.fmt is OutputFormat.TABLE and use_color(out)
+    with reader_may_leave():
+        return render(headers, rows, reading.fmt, out, color=color)
+
+
+@contextlib.contextmanager
+def reader_may_leave() -> Iterator[None]:
+    """Stop quietly, exit 0, when the reader of stdout goes away (`| head`).
+
+    Click would exit 1 for it, which here means "nothing matched".
+    """
+    try:
+        yield
+    except BrokenPipeError:
+        # Point stdout at /dev/null so Python's final flush does not complain.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(ExitStatus.OK) from None
+
+
+# --------------------------------------------------------------------- commands
+
+
+@click.group(name="mcp-layers", context_settings=CONTEXT)
+@click.version_option(package_name="mcp-layers", prog_name="mcp-layers")
+def cli() -> None:
+    """Read mcp-layers recordings: where MCP calls failed, and how each client reacted.
+
+    PATH is a recording (.jsonl or .jsonl.gz), a directory of them (searched recursively),
+    a glob, or - for stdin; several are read as one. Exit status: 0 ok, 1 nothing matched,
+    2 usage or input error.
+    """
+
+
+@cli.command(short_help="Outcomes by layer, method and tool; errors; latency.")
+@reading_options
+@by_option(repeatable=True)
+@top_option
+def summary(reading: Reading, by: tuple[str, ...], top: int) -> None:
+    """Per client: calls and outcomes by layer, method and tool; errors; latency.
+
+    Every attempt is a call here. Injected faults are counted apart from organic calls
+    (origin column). Latency percentiles are within 0.5% of the exact values.
+
+    \b
+    Example:
+        mcp-layers summary recordings/
+        mcp-layers summary rec.jsonl --client peer-py-client --format json
+    """
+    from . import summary as summary_mod
+
+    job = summary_mod.SummaryJob(by, reading.filters)
+    report = read(reading, job)
+    rolled = job.rolled
+    if not rolled:
+        write(reading, summary_mod.headers(by), [])
+        nothing_matched(reading, report, "request")
+    write(reading, summary_mod.headers(by), summary_mod.rows(rolled, top=top))
+
+
+@cli.command(short_help="What each client retried, how, and whether it made sense.")
+@reading_options
+@by_option(repeatable=True)
+def retries(reading: Reading, by: tuple[str, ...]) -> None:
+    """Per client: which failures it retried, how, and whether that made sense.
+
+    Shares of failed calls retried (by outcome), attempts per logical call, retry delays,
+    resend/reissue/reinit, Retry-After honoured, unsafe and futile retries, sessions lost to
+    a 404 and never re-initialised, input-required results continued and completed.
+
+    \b
+    Example:
+        mcp-layers retries recordings/ --scenario flaky-503
+        mcp-layers retries rec.jsonl --format csv > retries.csv
+    """
+    from . import retries as retries_mod
+
+    job = retries_mod.RetriesJob(by, reading.filters)
+    report = read(reading, job)
+    figs = retries_mod.all_figures(job)
+    figs = {g: f for g, f in figs.items() if f[0].value}
+    if not figs:
+        write(reading, retries_mod.headers(by), [])
+        nothing_matched(reading, report, "request")
+    write(reading, retries_mod.headers(by), retries_mod.rows(figs))
+
+
+@cli.command(short_help="Summary and retries figures side by side, a column per client.")
+@reading_options
+@by_option(repeatable=True)
+@top_option
+def compare(reading: Reading, by: tuple[str, ...], top: int) -> None:
+    """The summary and retries figures side by side, one column per client.
+
+    With --by scenario, or --by client --by scenario, one column per scenario or per
+    client and scenario: two clients (or two versions of one) on the same scenario.
+    Parts of a whole are shares.
+
+    \b
+    Example:
+        mcp-layers compare recordings/ --scenario flaky-503
+        mcp-layers compare recordings/ --by client --by scenario --format markdown
+    """
+    from . import compare as compare_mod
+
+    job = compare_mod.CompareJob(by, reading.filters)
+    report = read(reading, job)
+    headers, rows = compare_mod.table(job, top=top)
+    if len(headers) == 1:
+        write(reading, headers, [])
+        nothing_matched(reading, report, "request")
+    write(reading, headers, rows)
+
+
+@cli.command(short_help="List sessions: client, length, failures, retries, how they ended.")
+@reading_options
+def sessions(reading: Reading) -> None:
+    """List sessions: client, duration, POSTs, failures, retries, how each ended.
+
+    Sessions are listed per input, in the order they first appear; `ended` is the
+    session_end reason (delete, not_found, shutdown), or 404 when a call got one.
+
+    \b
+    Example:
+        mcp-layers sessions recordings/mcp-20261130T154121Z.jsonl
+        mcp-layers sessions recordings/ --client peer-ts-client --format csv
+    """
+    from . import sessions as sessions_mod
+
+    out = sys.stdout
+    color = reading.fmt is OutputFormat.TABLE and use_color(out)
+    with reader_may_leave():
+        writer = open_writer(sessions_mod.SESSION_HEADERS, reading.fmt, out, color=color)
+        job = sessions_mod.SessionsJob(reading.filters, writer.write)
+        report = read(reading, job)
+        writer.close()
+    if not writer.rows:
+        nothing_matched(reading, report, "session")
+
+
+def _session_argument(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value.strip():
+        raise click.BadParameter("give a session id, as `mcp-layers sessions PATH` lists them")
+    return value.strip()
+
+
+@cli.command(short_help="One session's timeline: every POST, with what it retried.")
+@click.argument("session", callback=_session_argument)
+@reading_options
+def show(reading: Reading, session: str) -> None:
+    """One session's timeline: every POST in order, with what it retried.
+
+    Each row: seconds since the session's first POST, record id, method and tool, HTTP
+    status(es), outcome, duration, attempt, and the attempt it retried (or the
+    input-required result it continues).
+
+    \b
+    Example:
+        mcp-layers show s-6f1c9a04be recordings/
+    """
+    from . import sessions as sessions_mod
+
+    job = sessions_mod.ShowJob(session, reading.filters, _warn)
+    report = read(reading, job)
+    if not job.entries:
+        write(reading, sessions_mod.SHOW_HEADERS, [])
+        if report.records:
+            _warn(f"mcp-layers: no records of session {session} "
+                  "(list them with: mcp-layers sessions PATH)")
+            raise SystemExit(ExitStatus.NOTHING_MATCHED)
+        nothing_matched(reading, report)
+    write(reading, sessions_mod.SHOW_HEADERS, job.rows())
+
+
+def main() -> None:
+    """The console script."""
+    cli(prog_name="mcp-layers")

@@ -1,0 +1,345 @@
+"""Where records come from: PATH arguments to sources, and sources to tasks of whole lines.
+
+A PATH is a file, a directory (its `*.jsonl` and `*.jsonl.gz`, recursively, in name order),
+a glob (for shells that did not expand it), or `-` for stdin. Compression is recognised by
+its magic bytes, not the name.
+
+A regular file is split into byte ranges that start and end at line boundaries; a worker
+reads its range itself, so file contents never pass between processes. A gzip file or stdin
+cannot be split, so the main process reads it and hands out blocks of whole lines.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import itertools
+import os
+import re
+import sys
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import InputError
+from .limits import BLOCK_BYTES, RANGE_BYTES
+
+GZIP_MAGIC = b"\x1f\x8b"
+STDIN = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One input: `name` is what messages call it (`<stdin>` for `-`)."""
+
+    name: str
+    path: str | None  # None for stdin
+    compressed: bool
+    size: int | None  # bytes on disk; None for stdin
+
+    @property
+    def splittable(self) -> bool:
+        return self.path is not None and not self.compressed
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """Lines for one worker: a byte range of a file, or a block of a stream.
+
+    `offset` is where the task's first line starts in its (uncompressed) source, so a bad
+    line's number can be worked out later; `final` says it ends the source.
+    """
+
+    number: int
+    source: int
+    offset: int
+    end: int
+    data: bytes | None
+    final: bool
+
+
+def expand(paths: Sequence[str]) -> list[Source]:
+    """The sources the PATH arguments name, in order; raises InputError for a bad one."""
+    sources: list[Source] = []
+    seen: set[str] = set()
+    for arg in paths:
+        for path in _expand_one(arg):
+            if path == STDIN:
+                if STDIN in seen:
+                    raise InputError("'-' (stdin) given more than once")
+                seen.add(STDIN)
+                sources.append(Source("<stdin>", None, False, None))
+                continue
+            real = os.path.realpath(path)
+            if real in seen:
+                continue  # named twice (a directory and a file in it): read once
+            seen.add(real)
+            sources.append(_source(path))
+    return sources
+
+
+def _expand_one(arg: str) -> list[str]:
+    if arg == STDIN:
+        return [STDIN]
+    p = Path(arg)
+    if p.is_dir():
+        found = sorted(
+            (str(f) for f in p.rglob("*")
+             if f.is_file() and (f.name.endswith(".jsonl") or f.name.endswith(".jsonl.gz"))),
+            key=recording_order)
+        if not found:
+            raise InputError(f"no *.jsonl or *.jsonl.gz files under {arg}")
+        return found
+    if p.exists():
+        return [arg]
+    if glob.has_magic(arg):
+        matches = sorted((m for m in glob.glob(arg, recursive=True) if not os.path.isdir(m)),
+                         key=recording_order)
+        if not matches:
+            raise InputError(f"no file matches {arg}")
+        return matches
+    raise InputError(f"{arg}: no such file or directory")
+
+
+_PART = re.compile(r"^(?P<stem>.*?)(?:-(?P<part>\d{3}))?(?P<ext>\.jsonl(?:\.gz)?)$")
+
+
+def recording_order(path: str) -> tuple[str, str, int, str]:
+    """Name order, except that a run's rotated parts follow its first file.
+
+    The addon names parts `mcp-<start>.jsonl`, `mcp-<start>-002.jsonl`, …; plain name
+    order would put `-002` first (`-` sorts before `.`), and part 2 can name records of
+    part 1 (ids run on across parts).
+    """
+    head, name = os.path.split(path)
+    m = _PART.match(name)
+    if m is None:
+        return (head, name, 0, "")
+    return (head, m["stem"], int(m["part"] or 1), m["ext"])
+
+
+def _source(path: str) -> Source:
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+            size = os.fstat(f.fileno()).st_size
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
+    return Source(path, path, magic == GZIP_MAGIC, size)
+
+
+def total_size(sources: Sequence[Source]) -> int | None:
+    """Bytes on disk of all sources; None when one is stdin."""
+    sizes = [s.size for s in sources]
+    if any(n is None for n in sizes):
+        return None
+    return sum(n for n in sizes if n is not None)
+
+
+def range_tasks(source: Source, index: int, first_number: int,
+                range_bytes: int = RANGE_BYTES) -> list[Task]:
+    """Split a regular file into ranges of about `range_bytes` at line boundaries."""
+    assert source.path is not None and source.size is not None
+    size = source.size
+    cuts = [0]
+    with open(source.path, "rb") as f:
+        at = range_bytes
+        while at < size:
+            f.seek(at)
+            cut = at
+            while True:  # the next line boundary at or after `at`
+                chunk = f.read(64 * 1024)
+                if not chunk:
+                    cut = size
+                    break
+                nl = chunk.find(b"\n")
+                if nl >= 0:
+                    cut += nl + 1
+                    break
+                cut += len(chunk)
+            if cut >= size:
+                break
+            cuts.append(cut)
+            at = cut + range_bytes
+    cuts.append(size)
+    return [
+        Task(first_number + i, index, start, end, None, end == size)
+        for i, (start, end) in enumerate(itertools.pairwise(cuts))
+        if end > start or size == 0
+    ]
+
+
+def read_range(path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
+               ) -> Iterator[tuple[int, memoryview]]:
+    """Blocks of whole lines from a file range, with the offset each starts at.
+
+    The blocks are views into one buffer that is reused: use each before asking for the
+    next. Reading into it (rather than slicing and joining bytes) saves two copies of
+    every block.
+    """
+    buf = bytearray(block_bytes)
+    view = memoryview(buf)
+    kept = 0  # bytes at the front of buf: a line the last block did not finish
+    pos = start
+    with open(path, "rb") as f:
+        f.seek(start)
+        while pos < end:
+            if kept == len(buf):  # one line longer than the buffer: a bigger one
+                bigger = bytearray(2 * len(buf))
+                bigger[:kept] = buf  # (views of the old one may live on; it cannot grow)
+                buf, view = bigger, memoryview(bigger)
+            want = min(len(buf) - kept, end - pos)
+            got = f.readinto(view[kept:kept + want])
+            if not got:
+                break  # the file shrank under us; read what was there
+            pos += got
+            filled = kept + got
+            if pos >= end:
+                yield pos - filled, view[:filled]
+                kept = 0
+                break
+            cut = buf.rfind(b"\n", 0, filled) + 1
+            if cut == 0:
+                kept = filled
+                continue
+            yield pos - filled, view[:cut]
+            kept = filled - cut
+            buf[:kept] = buf[cut:filled]
+        if kept:
+            yield pos - kept, view[:kept]
+
+
+class TruncatedStream(Exception):
+    """A gzip stream ends before its end marker; what came before was read."""
+
+
+def open_stream(source: Source) -> tuple[BinaryIO, BinaryIO]:
+    """The source as read (to know how far along it is) and its uncompressed bytes."""
+    if source.path is None:
+        raw: BinaryIO = sys.stdin.buffer
+        if not hasattr(raw, "peek"):  # a test's BytesIO, say
+            raw = io.BufferedReader(raw)  # type: ignore[arg-type]
+        head = raw.peek(2)[:2]  # type: ignore[attr-defined]
+        # stdin is not ours to close: both ends are wrappers that leave it open.
+        outer: BinaryIO = _Unclosable(raw)  # type: ignore[assignment]
+        if head == GZIP_MAGIC:
+            return outer, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+        return outer, _Unclosable(raw)  # type: ignore[return-value]
+    raw = open(source.path, "rb")  # noqa: SIM115 - the caller closes it
+    if source.compressed:
+        return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw, _Unclosable(raw)  # type: ignore[return-value]
+
+
+class _Unclosable(io.RawIOBase):
+    """The same stream again, so closing both ends of `open_stream` closes it once."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+
+    def read(self, n: int = -1) -> bytes:
+        return self.inner.read(n)
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.inner.tell()
+
+
+def stream_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES
+                  ) -> Iterator[tuple[int, bytes, bool]]:
+    """Blocks of whole lines from a stream: (offset, data, final); the last is final.
+
+    An empty stream gives one empty final block. Raises TruncatedStream after the last
+    block when a gzip stream was cut short; everything before the cut is delivered.
+    """
+    offset = 0
+    carry = b""
+    pending: bytes | None = None  # held back one step, to know whether it is the last
+    chunks = _chunks(stream)
+    truncated = False
+    while True:
+        got: list[bytes] = [carry] if carry else []
+        size = len(carry)
+        fresh = 0
+        try:
+            while fresh == 0 or size < block_bytes:
+                chunk = next(chunks, b"")
+                if not chunk:
+                    break
+                got.append(chunk)
+                size += len(chunk)
+                fresh += len(chunk)
+        except TruncatedStream:
+            truncated = True
+        if not fresh:  # nothing new: the end
+            break
+        data = b"".join(got)
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data  # no line ends yet: keep reading
+            if truncated:
+                break
+            continue
+        carry = data[cut:]
+        if pending is not None:
+            yield offset, pending, False
+            offset += len(pending)
+        pending = data[:cut]
+        if truncated:
+            break
+    if pending is not None and carry:
+        yield offset, pending, False
+        offset += len(pending)
+        pending = None
+    last = carry if pending is None else pending
+    yield offset, last, True
+    if truncated:
+        raise TruncatedStream
+
+
+def _chunks(stream: BinaryIO, size: int = 64 * 1024) -> Iterator[bytes]:
+    """The stream in small reads: a gzip stream cut short loses nothing before the cut."""
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        try:
+            chunk = read(size)
+        except (EOFError, zlib.error, gzip.BadGzipFile):
+            raise TruncatedStream from None
+        if not chunk:
+            return
+        yield chunk
+
+
+def count_lines(source: Source, end: int, *, start: int = 0) -> int:
+    """Newlines in the source from byte `start` to `end` (of the uncompressed stream).
+
+    A compressed source is read from its beginning whatever `start` says.
+    """
+    if source.path is None:
+        raise ValueError("stdin cannot be read again")
+    n = 0
+    opener = gzip.open if source.compressed else open
+    with opener(source.path, "rb") as f:  # type: ignore[operator]
+        if start and not source.compressed:
+            f.seek(start)
+        left = end - (0 if source.compressed else start)
+        while left > 0:
+            chunk = f.read(min(left, 16 * 1024 * 1024))
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            left -= len(chunk)
+    return n
+
+
+def stdin_is_terminal() -> bool:
+    """Nothing is piped in: `-` would wait for typing, which is never what was meant."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return False

@@ -1,0 +1,332 @@
+"""Time `mcp-layers summary` against DuckDB and jq asking the same question, in one run.
+
+    .venv/bin/python benchmarks/analysis_bench.py                    # 1M records, 3 runs each
+    .venv/bin/python benchmarks/analysis_bench.py --rss-at 1000000 4000000
+
+The recording is synthetic (`analysis/synthetic.py`: five clients, every outcome and
+layer, retries, sessions, 2 % injected faults), seeded, and cached under
+`benchmarks/out/` (git-ignored). The question: calls per client × origin × outcome, and
+latency p50/p95/p99 per client × origin (origin: organic, or injected by a fault rule).
+
+Contenders, each a separate process timed from start to exit (best of `--repeat`):
+
+- `mcp-layers summary FILE --format json` (the installed console script), which answers
+  that and much more (layers, methods, tools, error codes, statuses, percentiles of each);
+- the same with `MCP_LAYERS_DECODER=orjson` (no msgspec);
+- DuckDB: `read_json` told the five columns, GROUP BY GROUPING SETS, `quantile_disc`
+  (nearest rank, as ours); the same with the columns detected (`read_json(path)`); and
+  DuckDB asked everything `summary` prints;
+- jq: the four fields of every request collected, then `group_by` for counts and sorted
+  durations for percentiles.
+
+The answers are checked: counts must be equal, DuckDB and jq percentiles equal (both
+exact), ours within the documented 0.5 % (and the microsecond rounding). Peak RSS is the
+most the whole process tree (main process and workers) held at once, sampled every 20 ms,
+and the largest single process (`ru_maxrss`). No assertion on time: it prints the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mcp_layers_analysis import synthetic
+from mcp_layers_analysis.histogram import RELATIVE_ERROR
+from mcp_layers_analysis.synthetic import generate, write
+
+OUT = Path(__file__).resolve().parent / "out"
+PCTS = (0.5, 0.95, 0.99)
+
+DUCKDB_QUESTION = """
+import duckdb, json, sys
+con = duckdb.connect()
+src = ("read_json(?, format='newline_delimited', columns={kind: 'VARCHAR', "
+       "client: 'VARCHAR', outcome: 'VARCHAR', durationMs: 'DOUBLE', injected: 'JSON'})")
+rows = con.execute(f'''
+  with r as (
+    select coalesce(client, '(none)') as client,
+           case when injected is null then 'organic' else 'injected' end as origin,
+           coalesce(outcome, '(none)') as outcome, durationMs
+    from {src} where kind = 'request')
+  select client, origin, outcome, count(*) as calls,
+         quantile_disc(durationMs, [0.5, 0.95, 0.99]) as p
+  from r group by grouping sets ((client, origin), (client, origin, outcome))
+''', [sys.argv[1]]).fetchall()
+print(json.dumps(rows))
+"""
+
+# The same, the way `read_json` is usually called: columns detected from the data.
+DUCKDB_DETECTED = DUCKDB_QUESTION.replace(
+    """("read_json(?, format='newline_delimited', columns={kind: 'VARCHAR', "
+       "client: 'VARCHAR', outcome: 'VARCHAR', durationMs: 'DOUBLE', injected: 'JSON'})")""",
+    '"read_json(?)"')
+
+# Everything `summary` prints: each breakdown with its own counts and percentiles.
+DUCKDB_EVERYTHING = """
+import duckdb, json, sys
+con = duckdb.connect()
+src = ("read_json(?, format='newline_delimited', columns={kind: 'VARCHAR', "
+       "client: 'VARCHAR', outcome: 'VARCHAR', layer: 'VARCHAR', method: 'VARCHAR', "
+       "tool: 'VARCHAR', durationMs: 'DOUBLE', httpStatuses: 'INTEGER[]', "
+       "jsonrpc: 'STRUCT(errorCode INTEGER)', injected: 'JSON'})")
+rows = con.execute(f'''
+  with r as (
+    select client, case when injected is null then 'organic' else 'injected' end as origin,
+           outcome, layer, method, tool, jsonrpc.errorCode as code,
+           httpStatuses[-1] as status, durationMs,
+           outcome not in ('SUCCESS', 'TOOL_SUCCESS', 'INPUT_REQUIRED') as failed
+    from {src} where kind = 'request')
+  select client, origin, layer, outcome, method, tool, code, status, count(*),
+         sum(failed::int), quantile_disc(durationMs, [0.5, 0.95, 0.99])
+  from r group by grouping sets ((client, origin), (client, origin, layer),
+    (client, origin, outcome), (client, origin, method), (client, origin, tool),
+    (client, origin, code), (client, origin, status))
+''', [sys.argv[1]]).fetchall()
+print(len(rows))
+"""
+
+# One pass to collect the four fields, then group_by (a sort) per grouping. (Appending to
+# arrays inside `reduce` is quadratic in jq 1.6: 170 s for 200,000 records.)
+JQ_QUESTION = r"""
+[inputs | select(.kind == "request")
+ | [(.client // "(none)"), (if .injected then "injected" else "organic" end),
+    (.outcome // "(none)"), .durationMs]]
+| {counts: (group_by(.[0:3]) | map({key: .[0][0:3], n: length})),
+   pct: (group_by(.[0:2]) | map({key: .[0][0:2],
+     p: (map(.[3] | select(. != null)) | sort as $s | ($s | length) as $n
+         | [0.5, 0.95, 0.99] | map($s[((. * $n) | ceil) - 1]))}))}
+"""
+
+
+@dataclass
+class Timing:
+    name: str
+    walls: list[float]
+    cpu: float  # user + sys of the whole tree, best run
+    tree_rss_mb: float  # most the process tree held at once, over the runs
+    answer: Any = None
+
+    @property
+    def best(self) -> float:
+        return min(self.walls)
+
+
+def tree_rss_kb(pid: int) -> int:
+    """Resident memory of a process and all its descendants, from /proc."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+                        break
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return total
+
+
+def timed(name: str, argv: list[str], repeat: int, env: dict[str, str] | None = None,
+          parse: Callable[[bytes], Any] | None = None) -> Timing:
+    walls: list[float] = []
+    cpus: list[float] = []
+    peak_kb = 0
+    answer = None
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with tempfile.TemporaryFile() as out:
+            start = time.perf_counter()
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE,
+                                    env={**os.environ, **(env or {})})
+            peak = [0]
+            done = threading.Event()
+
+            def sample(pid: int = proc.pid, peak: list[int] = peak,
+                       done: threading.Event = done) -> None:
+                while not done.is_set():
+                    peak[0] = max(peak[0], tree_rss_kb(pid))
+                    done.wait(0.02)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            _, err = proc.communicate()
+            walls.append(time.perf_counter() - start)
+            done.set()
+            sampler.join()
+            if proc.returncode != 0:
+                raise SystemExit(f"{name} failed ({proc.returncode}):\n{err.decode()}")
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            peak_kb = max(peak_kb, peak[0])
+            out.seek(0)
+            if parse is not None and answer is None:
+                answer = parse(out.read())
+    best = walls.index(min(walls))
+    return Timing(name, walls, cpus[best], peak_kb / 1024, answer)
+
+
+# --------------------------------------------------------------------- the answers
+
+
+Answer = tuple[dict[tuple[str, str, str], int], dict[tuple[str, str], list[float]]]
+
+
+def ours(stdout: bytes) -> Answer:
+    counts: dict[tuple[str, str, str], int] = {}
+    pct: dict[tuple[str, str], list[float]] = {}
+    for row in json.loads(stdout):
+        if row["breakdown"] == "outcome":
+            counts[(row["client"], row["origin"], row["key"])] = row["calls"]
+        elif row["breakdown"] == "all":
+            pct[(row["client"], row["origin"])] = [row["p50_ms"], row["p95_ms"], row["p99_ms"]]
+    return counts, pct
+
+
+def duckdb_answer(stdout: bytes) -> Answer:
+    counts: dict[tuple[str, str, str], int] = {}
+    pct: dict[tuple[str, str], list[float]] = {}
+    for client, origin, outcome, calls, p in json.loads(stdout):
+        if outcome is None:
+            pct[(client, origin)] = p
+        else:
+            counts[(client, origin, outcome)] = calls
+    return counts, pct
+
+
+def jq_answer(stdout: bytes) -> Answer:
+    data = json.loads(stdout)
+    counts = {tuple(x["key"]): x["n"] for x in data["counts"]}
+    pct = {tuple(x["key"]): x["p"] for x in data["pct"]}
+    return counts, pct  # type: ignore[return-value]
+
+
+def check(mine: Answer, exact: Answer, name: str) -> float:
+    """Counts equal and percentiles within the bound; returns the largest relative gap."""
+    if mine[0] != exact[0]:
+        diff = set(mine[0].items()) ^ set(exact[0].items())
+        raise SystemExit(f"counts differ from {name}: {sorted(diff)[:6]}")
+    if mine[1].keys() != exact[1].keys():
+        raise SystemExit(f"groups differ from {name}")
+    worst = 0.0
+    for key, values in exact[1].items():
+        for got, want in zip(mine[1][key], values, strict=True):
+            gap = abs(got - want)
+            if gap > want * RELATIVE_ERROR + 0.0005 + 1e-9:
+                raise SystemExit(f"{key}: percentile {got} vs {name}'s {want}: outside the bound")
+            if want:
+                worst = max(worst, gap / want)
+    return worst
+
+
+# --------------------------------------------------------------------- running
+
+
+def recording(n: int, seed: int) -> Path:
+    """The cached recording, made again when the generator changes (its hash is in the name)."""
+    OUT.mkdir(exist_ok=True)
+    source = Path(synthetic.__file__).read_bytes()
+    path = OUT / f"bench-{n}-seed{seed}-{hashlib.sha256(source).hexdigest()[:8]}.jsonl"
+    if not path.exists():
+        print(f"generating {path.name} …", file=sys.stderr)
+        tmp = path.with_suffix(".tmp")
+        write(tmp, generate(n, seed=seed, scenario="bench", inject_rate=0.02))
+        tmp.rename(path)
+    return path
+
+
+def script() -> str:
+    found = shutil.which("mcp-layers", path=os.path.dirname(sys.executable))
+    if not found:
+        raise SystemExit("mcp-layers is not installed next to this Python (pip install -e .)")
+    return found
+
+
+def compare(n: int, seed: int, repeat: int, skip_jq: bool) -> list[Timing]:
+    path = recording(n, seed)
+    size_mb = path.stat().st_size / 1e6
+    print(f"\n{path.name}: {n:,} records, {size_mb:,.0f} MB, {os.cpu_count()} cores; "
+          f"best of {repeat}; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    py = sys.executable
+    runs = [
+        timed("mcp-layers summary", [script(), "summary", str(path), "--format", "json"],
+              repeat, parse=ours),
+        timed("mcp-layers summary (orjson, no msgspec)",
+              [script(), "summary", str(path), "--format", "json"], repeat,
+              env={"MCP_LAYERS_DECODER": "orjson"}, parse=ours),
+        timed("duckdb (the question)", [py, "-c", DUCKDB_QUESTION, str(path)], repeat,
+              parse=duckdb_answer),
+        timed("duckdb (the question, columns detected)",
+              [py, "-c", DUCKDB_DETECTED, str(path)], repeat, parse=duckdb_answer),
+        timed("duckdb (everything summary prints)", [py, "-c", DUCKDB_EVERYTHING, str(path)],
+              repeat),
+    ]
+    if not skip_jq and shutil.which("jq"):
+        with tempfile.NamedTemporaryFile("w", suffix=".jq", delete=False) as prog:
+            prog.write(JQ_QUESTION)
+        runs.append(timed("jq", ["jq", "-n", "-c", "-f", prog.name, str(path)], 1,
+                          parse=jq_answer))
+        os.unlink(prog.name)
+    exact = runs[2].answer
+    gaps = [check(runs[0].answer, exact, "duckdb"), check(runs[1].answer, exact, "duckdb")]
+    check(runs[3].answer, exact, "duckdb (columns detected)")
+    if runs[-1].name == "jq":
+        check(runs[-1].answer, exact, "jq")  # both exact: equal but for float rounding
+        gaps.append(check(runs[0].answer, runs[-1].answer, "jq"))
+    print(f"answers agree: counts equal; percentiles within {max(gaps):.3%} of the exact "
+          f"ones (bound {RELATIVE_ERROR:.3%})", file=sys.stderr)
+    base = runs[0].best
+    print(f"\n| {'tool':40} | best s | median s | CPU s | peak RSS (tree) | vs mcp-layers |")
+    print(f"|{'-' * 42}|-------:|---------:|------:|----------------:|--------------:|")
+    for t in runs:
+        print(f"| {t.name:40} | {t.best:6.2f} | {statistics.median(t.walls):8.2f} | "
+              f"{t.cpu:5.2f} | {t.tree_rss_mb:11.0f} MB | {t.best / base:12.2f}x |")
+    return runs
+
+
+def rss_at(sizes: list[int], seed: int) -> None:
+    print("\n| records | file MB | best s | peak RSS, process tree | peak RSS, largest process |")
+    print("|--------:|--------:|-------:|-----------------------:|--------------------------:|")
+    for n in sizes:
+        path = recording(n, seed)
+        t = timed("mcp-layers summary", [script(), "summary", str(path), "--format", "json"], 1)
+        largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(f"| {n:,} | {path.stat().st_size / 1e6:,.0f} | {t.best:.2f} | "
+              f"{t.tree_rss_mb:.0f} MB | {largest:.0f} MB |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-jq", action="store_true")
+    parser.add_argument("--rss-at", type=int, nargs="*", default=None, metavar="N",
+                        help="also run mcp-layers alone at these sizes, for peak memory")
+    args = parser.parse_args()
+    if args.rss_at:
+        # First, on its own: ru_maxrss of children only grows, so measure before the rest.
+        rss_at(args.rss_at, args.seed)
+    compare(args.records, args.seed, args.repeat, args.skip_jq)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The synthetic generator writes records exactly in the documented format, realistically."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import analysis_oracle as oracle
+from analysis_helpers import LEGACY, SYNTHETIC
+from mcp_layers_analysis.schema import LAYERS, OUTCOMES
+from mcp_layers_analysis.synthetic import TRACKER_FIELDS, generate
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "record-format.md").read_text()
+
+
+def documented_fields() -> dict[str, str]:
+    """Field name -> documented type, from the tables of docs/record-format.md."""
+    fields = {}
+    in_table = False
+    for line in DOC.splitlines():
+        if line.startswith("| field | type |"):
+            in_table = True
+        elif not line.startswith("|"):
+            in_table = False
+        elif in_table and (m := re.match(r"\| `(\w+)` \| ([^|]+) \|", line)):
+            fields[m.group(1)] = m.group(2).strip()
+    return fields
+
+
+TYPES = {"int": int, "string": str, "number": (int, float), "bool": bool,
+         "object": dict, "list of int": list, "list of string": list}
+
+
+def type_ok(value: Any, documented: str) -> bool:
+    if value is None:
+        return "or null" in documented
+    base = documented.replace(" or null", "")
+    if base not in TYPES or (isinstance(value, bool) and base in ("int", "number")):
+        return base == "bool" and isinstance(value, bool)
+    return isinstance(value, TYPES[base])
+
+
+def test_records_have_exactly_the_documented_fields_and_types() -> None:
+    fields = documented_fields()
+    assert len(fields) > 40
+    for rec in generate(3000, seed=1, scenario="s", inject_rate=0.05):
+        assert set(rec) == set(fields), set(rec) ^ set(fields)
+        for name, value in rec.items():
+            if name == "method" and rec["kind"] == "session_end":
+                assert value is None  # "else null", as the addon writes it
+                continue
+            assert type_ok(value, fields[name]), (name, value, fields[name])
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", rec["ts"])
+        assert rec["session"] is None or re.fullmatch(r"[sc]-[0-9a-f]{10}", rec["session"])
+        if rec["outcome"] is None:
+            assert rec["layer"] is None and rec["kind"] != "request"
+        else:
+            assert rec["kind"] == "request" and rec["layer"] in LAYERS
+
+
+def test_legacy_records_lack_only_the_tracker_fields() -> None:
+    fields = set(documented_fields()) - set(TRACKER_FIELDS)
+    assert all(set(r) == fields for r in oracle.load(LEGACY))
+
+
+def test_same_seed_same_records() -> None:
+    assert list(generate(500, seed=3)) == list(generate(500, seed=3))
+    assert list(generate(500, seed=3)) != list(generate(500, seed=4))
+
+
+def test_links_point_back_and_counters_go_up() -> None:
+    records = list(generate(5000, seed=2, inject_rate=0.05))
+    by_id = {r["id"]: r for r in records}
+    ids = [r["id"] for r in records]
+    # Unique; given at arrival and written at the end, so not in order (as in the addon).
+    assert len(set(ids)) == len(ids) and ids != sorted(ids)
+    position = {r["id"]: i for i, r in enumerate(records)}
+    posts: dict[str, list[int]] = defaultdict(list)
+    for r in records:
+        if r["kind"] != "session_end" and r["session"]:
+            posts[r["session"]].append(r["postCount"])
+        if r["retryOf"] is not None:
+            prev = by_id[r["retryOf"]]
+            assert position[prev["id"]] < position[r["id"]]  # written before its retry
+            assert prev["client"] == r["client"]
+            assert prev["method"] == r["method"] and prev["tool"] == r["tool"]
+            assert r["attempt"] == prev["attempt"] + 1
+            assert r["httpStatuses"][:len(prev["httpStatuses"])] == prev["httpStatuses"]
+        if r["continues"] is not None:
+            assert by_id[r["continues"]]["outcome"] == "INPUT_REQUIRED"
+        if r["retryOrigin"] == "resend":
+            assert r["jsonrpc"]["id"] == by_id[r["retryOf"]]["jsonrpc"]["id"]
+    for counts in posts.values():  # every POST of a session counted once
+        assert len(set(counts)) == len(counts) and min(counts) >= 1
+
+
+def test_the_fixture_has_a_realistic_mix() -> None:
+    records = oracle.load(SYNTHETIC)
+    seen = {r["outcome"] for r in records} - {None}
+    assert seen == set(OUTCOMES)
+    assert {r["kind"] for r in records} == {"request", "notification", "response", "session_end"}
+    assert {r["layer"] for r in records} - {None} == set(LAYERS)
+    assert {r["retryOrigin"] for r in records} == {"none", "resend", "reissue", "reinit"}
+    assert {r["endReason"] for r in records} >= {"delete", "not_found"}
+    assert {r["contentType"] for r in records} >= {"text/event-stream", "application/json"}
+    assert len({r["client"] for r in records}) == 5
+    for flag in ("injected", "unsafeRetry", "continues", "previousSession", "negotiation",
+                 "retryAfterMs", "ackNote", "serverMethod"):
+        assert any(r[flag] for r in records), flag
+    assert {r["retryAfterHonored"] for r in records} == {None, True, False}
