@@ -47,6 +47,7 @@ from mcp_layers_core.jsonl import RecordWriter
 from mcp_layers_core.tracker import Settings, Tracker
 from mitmproxy import exceptions, http
 from mitmproxy.addonmanager import Loader
+from mitmproxy.proxy import server_hooks
 
 logger = logging.getLogger(__name__)
 
@@ -302,6 +303,29 @@ class McpLayers:
             if self.tracker.is_tracked(flow.id):
                 reason = flow.error.msg if flow.error else "error"
                 self.feed(FlowFailed(flow.id, time.time(), reason))
+
+    def running(self) -> None:
+        with self.guard("running"):
+            from mitmproxy import ctx
+
+            if getattr(ctx.options, "connection_strategy", "lazy") == "eager":
+                logger.warning(
+                    "mcp-layers: connection_strategy=eager: if the upstream cannot be reached, "
+                    "mitmproxy shows no request to addons and those calls cannot be recorded; "
+                    "add --set connection_strategy=lazy to record them as NO_RESPONSE"
+                )
+
+    def server_connect_error(self, data: server_hooks.ServerConnectionHookData) -> None:
+        # In eager mode this is all an addon ever sees of an unreachable upstream.
+        with self.guard("server_connect_error"):
+            if "eager" not in self._reported:
+                self._reported.add("eager")
+                address = data.server.address
+                logger.warning(
+                    f"mcp-layers: cannot reach the upstream {address}; requests on connections "
+                    "that fail this way before any request is read are not recorded "
+                    "(use --set connection_strategy=lazy)"
+                )
 
     def done(self) -> None:
         # `done` comes before the `error` hooks of flows still open; the tracker writes

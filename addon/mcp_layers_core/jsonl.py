@@ -69,7 +69,7 @@ class RecordWriter:
         self._size = 0
         self._part = 1
         self._on_error = on_error
-        self._reported = False
+        self._failing = False  # reported once per stretch of failures
         self.written = 0
         self.lost = 0
         self.path: Path | None = None
@@ -96,11 +96,18 @@ class RecordWriter:
             self.written += 1
         except (OSError, ValueError) as e:  # ValueError: write to a closed file
             self._lose(e)
+            return
+        if self._failing:
+            # Say so once when writing works again, so that a log reader knows the gap
+            # is closed and how large it was.
+            self._failing = False
+            if self._on_error:
+                self._on_error(f"the recording is written again; {self.lost} records lost so far")
 
     def _lose(self, e: BaseException) -> None:
         self.lost += 1
-        if not self._reported:
-            self._reported = True
+        if not self._failing:
+            self._failing = True
             if self._on_error:
                 self._on_error(f"cannot write the recording ({e}); records are being lost")
 

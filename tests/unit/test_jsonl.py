@@ -64,7 +64,8 @@ def test_rotation_never_splits_a_record(tmp_path: Path) -> None:
 
 
 def test_a_failed_write_is_cut_back_to_whole_lines(tmp_path: Path, monkeypatch) -> None:
-    w = RecordWriter(tmp_path, started=0.0)
+    said: list[str] = []
+    w = RecordWriter(tmp_path, started=0.0, on_error=said.append)
     w.write([{"id": 1}])
     real_write = os.write
 
@@ -78,3 +79,4 @@ def test_a_failed_write_is_cut_back_to_whole_lines(tmp_path: Path, monkeypatch) 
     w.write([{"id": 3}])
     assert [json.loads(x)["id"] for x in w.path.read_bytes().splitlines()] == [1, 3]
     assert (w.written, w.lost) == (2, 1)
+    assert len(said) == 2 and "being lost" in said[0] and "1 records lost so far" in said[1]
