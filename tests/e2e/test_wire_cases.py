@@ -1,8 +1,8 @@
 """Canned wire cases through a real mitmdump with the addon.
 
 A scripted upstream (`scripted_upstream.py`) answers each POST exactly as a case says,
-and a raw-socket HTTP/1.1 client (below; no SDK, so nothing retries or reframes behind
-our back) sends the POSTs through the proxy. Every case checks two things:
+and a raw-socket HTTP/1.1 client (`rawhttp.py`; no SDK, so nothing retries or reframes
+behind our back) sends the POSTs through the proxy. Every case checks two things:
 
 - the recording: the record(s) of the case, field by field, against
   docs/record-format.md, and exactly one record per JSON-RPC request;
@@ -23,17 +23,17 @@ import gzip
 import itertools
 import json
 import re
-import socket
 import time
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import HOST, Proxy
 from mcp_layers_demo import procs
+from rawhttp import RESPONSE_DEADLINE_S, Got, RawClient, post_once
 from scripted_upstream import (
     PRIMING_EVENT,
     Reply,
@@ -47,10 +47,7 @@ from scripted_upstream import (
 
 pytestmark = pytest.mark.e2e
 
-RECV_TIMEOUT_S = 10.0
-RESPONSE_DEADLINE_S = 30.0
 RECORD_WAIT_S = 10.0
-MAX_HEADER_LINES = 200
 
 TOOL = "weather"
 USER_AGENT = "wire-cases/1.0"
@@ -61,170 +58,6 @@ HEADERS_THAT_MATTER = ("content-type", "mcp-session-id", "retry-after", "content
 SESSION_HASH = re.compile(r"^s-[0-9a-f]{10}$")
 CONNECTION_HASH = re.compile(r"^c-[0-9a-f]{10}$")
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
-
-
-# -- a raw HTTP/1.1 client ------------------------------------------------------------------
-
-
-@dataclass
-class Got:
-    """What the client got: status, headers and the de-framed body, with arrival times."""
-
-    status: int | None = None
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-    framing: str | None = None  # length | chunked | eof | none
-    complete: bool = False  # the body ended as its framing says (EOF counts for `eof`)
-    error: str | None = None
-    #: (time.monotonic(), body length so far) after each piece of body arrived.
-    arrivals: list[tuple[float, int]] = field(default_factory=list)
-
-    def header(self, name: str) -> str | None:
-        name = name.lower()
-        return next((v for k, v in self.headers if k.lower() == name), None)
-
-    def arrived(self, length: int) -> float | None:
-        """When the body had reached `length` bytes."""
-        return next((t for t, n in self.arrivals if n >= length), None)
-
-
-class _Reader:
-    """Buffered reads from a socket under one deadline."""
-
-    def __init__(self, sock: socket.socket, deadline: float) -> None:
-        self.sock, self.deadline = sock, deadline
-        self.buf = bytearray()
-        self.eof = False
-        self.last = time.monotonic()
-
-    def fill(self) -> bool:
-        """Read more; False at EOF. Raises TimeoutError past the deadline."""
-        if self.eof:
-            return False
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("response deadline passed")
-        self.sock.settimeout(min(remaining, RECV_TIMEOUT_S))
-        data = self.sock.recv(1 << 20)
-        self.last = time.monotonic()
-        if not data:
-            self.eof = True
-            return False
-        self.buf += data
-        return True
-
-    def line(self) -> bytes:
-        for _ in range(100_000):
-            at = self.buf.find(b"\r\n")
-            if at >= 0:
-                out = bytes(self.buf[:at])
-                del self.buf[: at + 2]
-                return out
-            if len(self.buf) > 65536:
-                raise ValueError("line too long")
-            if not self.fill():
-                raise EOFError("connection closed inside a line")
-        raise ValueError("no line")
-
-    def take(self, size: int) -> bytes:
-        for _ in range(1_000_000):
-            if len(self.buf) >= size:
-                out = bytes(self.buf[:size])
-                del self.buf[:size]
-                return out
-            if not self.fill():
-                raise EOFError(f"connection closed with {len(self.buf)} of {size} bytes")
-        raise ValueError("body never came")
-
-
-class Client:
-    """One client connection to the proxy; POSTs on it reuse it (keep-alive)."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.sock = socket.create_connection((HOST, port), timeout=RECV_TIMEOUT_S)
-        self.reader = _Reader(self.sock, 0.0)
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def post(self, body: bytes, headers: Sequence[tuple[str, str]] = (), path: str = "/mcp") -> Got:
-        head = f"POST {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers)
-        head += f"Content-Length: {len(body)}\r\n\r\n"
-        self.sock.sendall(head.encode("latin-1") + body)
-        self.reader.deadline = time.monotonic() + RESPONSE_DEADLINE_S
-        got = Got()
-        try:
-            self._read_response(got)
-        except (OSError, EOFError, ValueError) as e:  # TimeoutError is an OSError
-            got.error = repr(e)
-        return got
-
-    def _read_response(self, got: Got) -> None:
-        r = self.reader
-        status_line = r.line().decode("latin-1")
-        got.status = int(status_line.split(" ", 2)[1])
-        for _ in range(MAX_HEADER_LINES):
-            line = r.line().decode("latin-1")
-            if not line:
-                break
-            name, _, value = line.partition(":")
-            got.headers.append((name.strip(), value.strip()))
-        body = bytearray()
-        te = (got.header("transfer-encoding") or "").lower()
-        if got.status in (204, 304) or 100 <= got.status < 200:
-            got.framing, got.complete = "none", True
-        elif "chunked" in te:
-            got.framing = "chunked"
-            for _ in range(1_000_000):
-                size = int(r.line().split(b";", 1)[0].strip(), 16)
-                if size == 0:
-                    while r.line():  # trailers end with an empty line
-                        pass
-                    got.complete = True
-                    break
-                body += r.take(size)
-                got.body = bytes(body)
-                got.arrivals.append((r.last, len(body)))
-                if r.take(2) != b"\r\n":
-                    raise ValueError("bad chunk end")
-        elif got.header("content-length") is not None:
-            got.framing = "length"
-            size = int(got.header("content-length") or 0)
-            while len(body) < size:
-                if not r.buf and not r.fill():
-                    raise EOFError(f"connection closed with {len(body)} of {size} bytes")
-                part = r.buf[: size - len(body)]
-                body += part
-                del r.buf[: len(part)]
-                got.body = bytes(body)
-                got.arrivals.append((r.last, len(body)))
-            got.complete = True
-        else:
-            got.framing = "eof"
-            for _ in range(10_000_000):
-                if r.buf:
-                    body += r.buf
-                    r.buf.clear()
-                    got.body = bytes(body)
-                    got.arrivals.append((r.last, len(body)))
-                if not r.fill():
-                    break
-            got.complete = True
-        got.body = bytes(body)
-
-
-def post_once(port: int, body: bytes, headers: Sequence[tuple[str, str]] = ()) -> Got:
-    """A POST on a fresh connection."""
-    with Client(port) as client:
-        return client.post(body, headers)
 
 
 # -- the module's proxy and upstream -----------------------------------------------------
@@ -276,7 +109,7 @@ class Wire:
         self,
         body: bytes | dict[str, Any] | list[Any],
         headers: Sequence[tuple[str, str]] | None = None,
-        client: Client | None = None,
+        client: RawClient | None = None,
     ) -> Got:
         raw = body if isinstance(body, bytes) else json_bytes(body)
         hdrs = request_headers() if headers is None else headers
@@ -611,7 +444,7 @@ def _retry_pair(wire: Wire, transport: str) -> tuple[list[dict[str, Any]], int]:
         ]
     )
     request = tool_call(rid)
-    with Client(wire.proxy.port) as client:
+    with RawClient(wire.proxy.port) as client:
         first = wire.post(request, request_headers(session), client)
         second = wire.post(request, request_headers(session), client)
     sent = wire.upstream.wait_sent(2)

@@ -23,7 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
 
-from hardening_kit import HOST, check_dir, jbytes, sse_block, tool_result
+from hardening_kit import check_dir, jbytes, sse_block, tool_result
+from rawhttp import HOST
 from scripted_upstream import Received, Reply, ScriptedUpstream
 
 READ_TIMEOUT_S = 20.0

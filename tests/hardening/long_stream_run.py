@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hardening_kit import RawClient, check_dir, cpu_s, hwm_kib, proxy_pid, rss_kib
+from hardening_kit import check_dir, cpu_s, hwm_kib, proxy_pid, rss_kib
 from harness import Proxy
+from rawhttp import RawClient
 from scripted_upstream import Received, Reply, ScriptedUpstream
 
 SESSION = "long-stream-session"

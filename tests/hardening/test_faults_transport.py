@@ -33,8 +33,6 @@ from typing import Any
 
 import pytest
 from hardening_kit import (
-    HOST,
-    RawClient,
     addon_failures,
     can_mount,
     check_dir,
@@ -43,7 +41,6 @@ from hardening_kit import (
     jbytes,
     mcp_headers,
     mount_tmpfs,
-    post_once,
     remount,
     sse_block,
     tool_call,
@@ -54,6 +51,7 @@ from hardening_kit import (
 )
 from harness import Proxy
 from mcp_layers_demo import procs
+from rawhttp import HOST, RawClient, post_once
 from scripted_upstream import Reply, ScriptedUpstream, json_reply, sse_reply
 
 pytestmark = pytest.mark.e2e

@@ -34,16 +34,14 @@ from typing import Any
 
 import pytest
 from hardening_kit import (
-    HOP_BY_HOP,
-    Got,
     check_dir,
     figures,
     jbytes,
-    post_once,
     sse_block,
     tool_result,
 )
 from harness import Proxy
+from rawhttp import HOP_BY_HOP, Got, post_once
 from scripted_upstream import Received, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hardening_kit import check_dir, figures, jbytes, mcp_headers, post_once, tool_call
+from hardening_kit import check_dir, figures, jbytes, mcp_headers, tool_call
 from harness import Proxy
+from rawhttp import post_once
 from scripted_upstream import Received, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.e2e

@@ -30,19 +30,18 @@ from typing import Any
 
 import pytest
 from hardening_kit import (
-    RawClient,
     addon_failures,
     check_dir,
     custom_proxy,
     figures,
     jbytes,
     mcp_headers,
-    post_once,
     wait_for,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_layers_core.redact import error_message, redact_json
+from rawhttp import RawClient, post_once
 from scripted_upstream import Received, Reply, ScriptedUpstream
 
 
