@@ -235,11 +235,17 @@ class _Sampled(RowWriter):
 
 
 class _Table(_Sampled):
-    """Aligned columns under a dashed rule; bold headers when `color`."""
+    """Aligned columns under a dashed rule; bold headers when `color`.
+
+    A header made of parts (`client / scenario`, from `compare --by … --by …`) is set on
+    several lines, one part a line, so that columns stay as narrow as their longest part.
+    """
 
     def __init__(self, headers: Sequence[str], out: TextIO, *, color: bool) -> None:
         super().__init__(headers, out)
         self.color = color
+        self.head_parts = [h.split(" / ") for h in self.headers]
+        self.widths = [max(len(p) for p in parts) for parts in self.head_parts]
 
     def _cells(self, texts: Sequence[str]) -> str:
         parts = [t.rjust(w) if r else t.ljust(w)
@@ -247,7 +253,15 @@ class _Table(_Sampled):
         return "  ".join(parts).rstrip()
 
     def _head(self) -> None:
-        head = self._cells(self.headers)
+        depth = max(len(parts) for parts in self.head_parts)
+        # Bottom-aligned: a one-part header sits on the last line, next to the rule.
+        head = "\n".join(
+            self._cells([
+                parts[k - depth + len(parts)] if k >= depth - len(parts) else ""
+                for parts in self.head_parts
+            ])
+            for k in range(depth)
+        )
         rule = "  ".join("-" * w for w in self.widths)
         if self.color:
             head = f"\x1b[1m{head}\x1b[0m"
