@@ -1,5 +1,5 @@
 # The two commands the README names. Both install what they need first.
-.PHONY: demo test lint bench
+.PHONY: demo test lint bench lab
 
 demo:
 	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_demo
@@ -12,3 +12,8 @@ lint:
 
 bench:
 	@py=$$(MCP_LAYERS_EXTRAS=test,bench scripts/bootstrap) && $$py benchmarks/run.py
+
+# The client lab: real coding agents (pinned, ~1.1 GB installed once) against injected
+# faults, offline; writes the retry matrix to lab/MATRIX.md (docs/lab.md). ~20 minutes.
+lab:
+	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_lab --all

@@ -318,7 +318,10 @@ class McpLayers:
     def server_connect_error(self, data: server_hooks.ServerConnectionHookData) -> None:
         # In eager mode this is all an addon ever sees of an unreachable upstream.
         with self.guard("server_connect_error"):
-            if "eager" not in self._reported:
+            from mitmproxy import ctx
+
+            lazy = getattr(ctx.options, "connection_strategy", "eager") == "lazy"
+            if not lazy and "eager" not in self._reported:
                 self._reported.add("eager")
                 address = data.server.address
                 logger.warning(

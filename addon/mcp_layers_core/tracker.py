@@ -952,12 +952,16 @@ class Tracker:
         return record
 
     def _delete_record(self, x: Exchange, ts: float) -> list[dict[str, Any]]:
-        ended = x.status is not None and 200 <= x.status < 300
+        # An unanswered DELETE (the client exits while it is in flight) still ends the
+        # session for the client: it will not come back, so no `shutdown` end follows.
+        ended = x.status is None or 200 <= x.status < 300
         if ended and x.session.ended is None:
             x.session.ended = "delete"
         record = self._session_end_record(x.session, x.status, x.started, ts, x)
-        if not ended:
-            record["notes"].append(f"not_ended:{x.status}" if x.status else "not_ended")
+        if x.status is None:
+            record["notes"].append("delete_unanswered")
+        elif not ended:
+            record["notes"].append(f"not_ended:{x.status}")
         return [record]
 
     def _session_end_record(

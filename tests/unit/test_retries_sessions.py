@@ -415,3 +415,14 @@ def test_2024_11_05_accepted_body_and_an_answer_that_beats_the_202() -> None:
     r.t.handle(ResponseStarted(f, r.tick(), 202, {"content-length": "8"}))
     (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"Accepted", 8))
     assert (rec["outcome"], rec["httpStatuses"]) == ("TOOL_ERROR", [202])
+
+
+def test_unanswered_delete_ends_the_session_once() -> None:
+    r = Run()
+    open_session(r, "A")
+    f = r.other("DELETE", in_session("A"))
+    (rec,) = r.t.handle(FlowFailed(f, r.tick(), "Client disconnected."))
+    assert (rec["kind"], rec["endReason"], rec["httpStatuses"], rec["notes"]) == (
+        "session_end", "delete", [], ["delete_unanswered"],
+    )  # fmt: skip
+    assert r.t.handle(ProxyStopping(r.tick())) == []  # no second end at shutdown

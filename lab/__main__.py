@@ -1,0 +1,210 @@
+"""``python -m mcp_layers_lab``: run the client lab and write the retry matrix.
+
+    python -m mcp_layers_lab --all                       # every client, fault and script
+    python -m mcp_layers_lab --clients py-sdk,ts-sdk --faults none,session_404
+    python -m mcp_layers_lab --rebuild lab/out/<stamp>   # the matrix again, from the runs
+    python -m mcp_layers_lab --list
+
+Writes ``lab/out/<UTC stamp>/`` (runs, MATRIX.md, runs.md, compare.md) and, with --all
+(or --publish FILE), the matrix to lab/MATRIX.md. Exit status: 0; 1 when a run broke a
+rule (an outbound connect, a harness error, a client that printed other results than the
+model received); 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+from . import clients as clients_mod
+from . import matrix, presets
+from .run import CLIENT_TIMEOUT_S, SCRIPTS, LabError, Plan, load_results, run_lab
+
+LAB = Path(__file__).resolve().parent
+PUBLISHED = LAB / "MATRIX.md"
+ENVIRONMENT = "environment.json"
+
+
+def _names(text: str | None, known: list[str], what: str) -> tuple[str, ...]:
+    if text is None:
+        return tuple(known)
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)}; {what}s are {', '.join(known)}")
+    return names
+
+
+def environment(isolation: str) -> dict[str, str]:
+    node = shutil.which("node")
+    node_version = "absent"
+    if node:
+        done = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
+        node_version = done.stdout.strip()
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "mitmproxy": version("mitmproxy"),
+        "MCP server": f"bundled demo server on mcp {version('mcp')}",
+        "Node": node_version,
+        "Python": platform.python_version(),
+        "isolation": isolation,
+    }
+
+
+def write_outputs(out_dir: Path, publish: Path | None) -> int:
+    """MATRIX.md, runs.md and compare.md from the runs under ``out_dir``; the exit status."""
+    results = load_results(out_dir)
+    if not results:
+        print(f"no runs under {out_dir}", file=sys.stderr)
+        return 2
+    env = json.loads((out_dir / ENVIRONMENT).read_text(encoding="utf-8"))
+    date = env.pop("date", None)
+    cells = [matrix.build_cell(r) for r in results]
+    text = matrix.render(cells, env, date)
+    (out_dir / "MATRIX.md").write_text(text, encoding="utf-8")
+    (out_dir / "runs.md").write_text(matrix.runs_table(cells), encoding="utf-8")
+    _compare(out_dir)
+    print(f"matrix: {out_dir / 'MATRIX.md'}")
+    if publish is not None:
+        publish.write_text(text, encoding="utf-8")
+        print(f"published: {publish}")
+    broken = [c for c in cells if c.broken]
+    for c in broken:
+        print(f"FAILED {c.run.client} {c.run.scenario}: {'; '.join(c.notes)}", file=sys.stderr)
+    return 1 if broken else 0
+
+
+def _compare(out_dir: Path) -> None:
+    """`mcp-layers compare --by client --by scenario` over the runs, kept beside the matrix."""
+    exe = Path(sys.executable).with_name("mcp-layers")
+    if not exe.exists():
+        return
+    cmd = [
+        str(exe),
+        "compare",
+        str(out_dir / "runs"),
+        "--by",
+        "client",
+        "--by",
+        "scenario",
+        "--format",
+        "markdown",
+        "--no-progress",
+    ]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        (out_dir / "compare.md").write_text(f"mcp-layers compare failed: {exc}\n")
+        return
+    text = done.stdout if done.returncode == 0 else f"exit {done.returncode}\n{done.stderr}"
+    (out_dir / "compare.md").write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m mcp_layers_lab",
+        description="Run MCP clients against injected faults and write the retry matrix.",
+    )
+    parser.add_argument(
+        "--all", action="store_true", help="every client, fault and script; publishes lab/MATRIX.md"
+    )
+    parser.add_argument("--clients", help="comma-separated (default: py-sdk,ts-sdk)")
+    parser.add_argument("--faults", help="comma-separated (default: all)")
+    parser.add_argument(
+        "--scripts", help=f"comma-separated of {', '.join(SCRIPTS)} (default: both)"
+    )
+    parser.add_argument("--out", type=Path, help="output folder (default: lab/out/<UTC stamp>)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="where npm clients are installed (default: ~/.cache/mcp-layers/lab)",
+    )
+    parser.add_argument(
+        "--isolation",
+        choices=["auto", "netns", "none"],
+        default="auto",
+        help="network namespace per run (auto: when the kernel allows it)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=CLIENT_TIMEOUT_S, help="seconds a client may run"
+    )
+    parser.add_argument(
+        "--publish",
+        type=Path,
+        default=None,
+        help="also write the matrix here (default with --all: lab/MATRIX.md)",
+    )
+    parser.add_argument(
+        "--rebuild",
+        type=Path,
+        metavar="OUT",
+        help="only write the matrix again from the runs in OUT",
+    )
+    parser.add_argument(
+        "--addon",
+        type=Path,
+        default=None,
+        help="another build of the addon script (default: addon/mcp_layers.py)",
+    )
+    parser.add_argument("--list", action="store_true", help="list clients and faults")
+    args = parser.parse_args(argv)
+
+    if args.list:
+        for c in clients_mod.CLIENTS:
+            where = f"npm {c.npm}@{c.version}" if c.npm else f"PyPI mcp=={c.version}"
+            print(f"client {c.name:12} {where}{'' if c.agent else '  (SDK reference)'}")
+        for f in presets.FAULTS:
+            print(f"fault  {f.name:20} {f.describe()}")
+        return 0
+    if args.rebuild is not None:
+        return write_outputs(args.rebuild, args.publish)
+
+    all_clients = [c.name for c in clients_mod.CLIENTS]
+    all_faults = [f.name for f in presets.FAULTS]
+    if args.all:
+        plan = Plan(tuple(all_clients), tuple(all_faults), SCRIPTS)
+    else:
+        plan = Plan(
+            _names(args.clients or "py-sdk,ts-sdk", all_clients, "client"),
+            _names(args.faults, all_faults, "fault"),
+            _names(args.scripts, list(SCRIPTS), "script"),
+        )
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = args.out or LAB / "out" / stamp
+    out_dir.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    try:
+        results = run_lab(
+            plan,
+            out_dir,
+            args.cache or clients_mod.default_cache(),
+            args.isolation,
+            args.timeout,
+            addon=args.addon,
+        )
+    except (LabError, clients_mod.InstallError) as exc:
+        print(f"lab: {exc}", file=sys.stderr)
+        return 2
+    isolation = "network namespace" if results and results[0].netns else "none"
+    if results and results[0].strace:
+        isolation += " + strace connect check"
+    env = environment(isolation)
+    if args.addon is not None:
+        env["addon"] = f"{args.addon} (not the repository's)"
+    (out_dir / ENVIRONMENT).write_text(json.dumps(env, indent=2) + "\n")
+    print(f"{len(results)} runs in {time.monotonic() - began:.0f} s")
+    publish = args.publish or (PUBLISHED if args.all else None)
+    return write_outputs(out_dir, publish)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

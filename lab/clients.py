@@ -1,0 +1,402 @@
+"""The lab's clients: one declarative entry each.
+
+An entry says which pinned package the client is (npm, installed once into the cache, or
+the Python SDK of this environment), which model API it speaks, and how to launch it for
+one run: the config files it reads (written under an isolated HOME) and the command line
+and environment. Adding a client is adding one entry to CLIENTS (docs/lab.md shows how).
+
+Every launch gets a minimal environment (never the caller's): a real API key or proxy
+setting in the caller's environment must not reach a client, and every URL a client is
+given points at 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+LAB: Final = Path(__file__).resolve().parent
+REPO: Final = LAB.parent
+PROMPT: Final = "Call the echo tool with text hello"
+#: A placeholder the clients insist on; the fake model never checks it.
+DUMMY_KEY: Final = "lab-dummy-key"
+#: The MCP server's name in every client config: tools show as mcp__echo__echo and so on.
+SERVER_NAME: Final = "echo"
+NPM_TIMEOUT_S: Final = 900.0
+
+
+class InstallError(RuntimeError):
+    """A client could not be installed or found; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What an entry is given to set itself up for one run."""
+
+    home: Path  #: an empty folder that stands in for HOME (deleted after the run)
+    work: Path  #: the working directory (empty)
+    mcp_url: str  #: the proxy's MCP endpoint
+    model_url: str  #: the fake model API, without a path
+    prefix: Path | None  #: where the npm package is installed (node_modules inside)
+    logs: Path  #: the run's folder, for extra logs the client can write
+    prompt: str = PROMPT
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str  #: the lab's name for it (`--clients`)
+    version: str  #: the pinned version
+    #: `name@version` the client sends in `initialize` (how records name it)
+    client_info: str
+    api: str  #: the model API it speaks: anthropic, responses or gemini
+    launch: Callable[[Setup], Launch]
+    npm: str | None = None  #: the npm package, pinned to `version`; None: the Python SDK
+    #: a third-party agent (big download; run only on demand, isolated from the network)
+    agent: bool = True
+    #: a folder whose node_modules may already hold the pinned package (saves a download)
+    reuse: Path | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+# ------------------------------------------------------------------ environment
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """The environment every client starts from: PATH, a locale, and the isolated HOME."""
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {
+        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        # Loopback never goes through a proxy, whatever a library's defaults are.
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        # npm-style registries (opencode's Bun fetches plugin metadata at times) point at a
+        # dead loopback port: the fetch fails at once instead of reaching for the internet.
+        "NPM_CONFIG_REGISTRY": "http://127.0.0.1:9/",
+        "npm_config_registry": "http://127.0.0.1:9/",
+        "BUN_CONFIG_REGISTRY": "http://127.0.0.1:9/",
+        "npm_config_update_notifier": "false",
+    }
+
+
+def _bin(setup: Setup, *parts: str) -> str:
+    assert setup.prefix is not None
+    return str(setup.prefix.joinpath("node_modules", *parts))
+
+
+def _write_json(path: Path, obj: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ the entries
+
+
+def _claude(s: Setup) -> Launch:
+    config = _write_json(
+        s.home / "mcp.json", {"mcpServers": {SERVER_NAME: {"type": "http", "url": s.mcp_url}}}
+    )
+    argv = [
+        _bin(s, ".bin", "claude"),
+        "-p",
+        s.prompt,
+        "--mcp-config",
+        str(config),
+        "--strict-mcp-config",
+        # Without it the tool is denied in -p mode; --dangerously-skip-permissions would need
+        # IS_SANDBOX=1 as root.
+        "--allowedTools",
+        f"mcp__{SERVER_NAME}__echo",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--debug-file",
+        str(s.logs / "claude-debug.log"),
+    ]
+    env = {
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ANTHROPIC_BASE_URL": s.model_url,
+        "ANTHROPIC_API_KEY": DUMMY_KEY,
+    }
+    return Launch(argv, env)
+
+
+def _codex(s: Setup) -> Launch:
+    codex_home = s.home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f"""model = "gpt-5.1-codex"
+model_provider = "lab"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[model_providers.lab]
+name = "lab"
+base_url = "{s.model_url}/v1"
+wire_api = "responses"
+env_key = "LAB_API_KEY"
+# The lab is about MCP retries: the model connection must not add its own.
+request_max_retries = 0
+stream_max_retries = 0
+
+[mcp_servers.{SERVER_NAME}]
+url = "{s.mcp_url}"
+
+[analytics]
+enabled = false
+
+[features]
+# Without these, start-up syncs curated plugins from github.com and chatgpt.com.
+plugins = false
+remote_plugin = false
+apps = false
+""",
+        encoding="utf-8",
+    )
+    argv = [
+        _bin(s, ".bin", "codex"),
+        "exec",
+        "--skip-git-repo-check",
+        "--ephemeral",
+        "--json",
+        "--dangerously-bypass-approvals-and-sandbox",
+        s.prompt,
+    ]
+    env = {
+        "CODEX_HOME": str(codex_home),
+        "LAB_API_KEY": DUMMY_KEY,
+        # Its MCP client logs each retry decision at debug level (stderr).
+        "RUST_LOG": "codex_rmcp_client=debug,rmcp=debug",
+    }
+    return Launch(argv, env)
+
+
+def _gemini(s: Setup) -> Launch:
+    _write_json(
+        s.home / ".gemini" / "settings.json",
+        {
+            "security": {
+                "auth": {"selectedType": "gemini-api-key"},
+                "folderTrust": {"enabled": False},
+            },
+            # trust: no confirmation prompt; --yolo would turn the Docker sandbox on.
+            "mcpServers": {SERVER_NAME: {"httpUrl": s.mcp_url, "trust": True}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        },
+    )
+    argv = [_bin(s, ".bin", "gemini"), "-p", s.prompt, "--output-format", "stream-json"]
+    env = {
+        "GEMINI_CLI_HOME": str(s.home),
+        "GEMINI_API_KEY": DUMMY_KEY,
+        # A plain-http base URL is accepted for localhost only.
+        "GOOGLE_GEMINI_BASE_URL": s.model_url,
+        "GEMINI_SANDBOX": "false",
+        "GEMINI_TELEMETRY_ENABLED": "false",
+    }
+    return Launch(argv, env)
+
+
+def _opencode(s: Setup) -> Launch:
+    config = _write_json(
+        s.home / "opencode.json",
+        {
+            "$schema": "https://opencode.ai/config.json",
+            "model": "anthropic/claude-sonnet-4-5",
+            "provider": {
+                "anthropic": {"options": {"baseURL": f"{s.model_url}/v1", "apiKey": DUMMY_KEY}}
+            },
+            "mcp": {
+                SERVER_NAME: {"type": "remote", "url": s.mcp_url, "enabled": True, "oauth": False}
+            },
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"*": "allow"},
+        },
+    )
+    argv = [_bin(s, ".bin", "opencode"), "run", "--format", "json", "--print-logs", s.prompt]
+    env = {
+        "OPENCODE_CONFIG": str(config),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    }
+    return Launch(argv, env)
+
+
+def _py_sdk(s: Setup) -> Launch:
+    argv = [
+        sys.executable,
+        "-m",
+        "mcp_layers_lab.sdk_agent",
+        "--mcp",
+        s.mcp_url,
+        "--model",
+        s.model_url,
+        "--prompt",
+        s.prompt,
+    ]
+    # The agent is this project's own code; keep an import path the caller set.
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    return Launch(argv, env)
+
+
+def _ts_sdk(s: Setup) -> Launch:
+    node = shutil.which("node") or "node"
+    argv = [node, str(LAB / "ts_agent.mjs"), s.mcp_url, s.model_url, s.prompt]
+    env = {"LAB_TS_SDK": _bin(s, "@modelcontextprotocol", "sdk")}
+    return Launch(argv, env)
+
+
+PY_SDK_VERSION: Final = "2.3.0"
+TS_SDK_VERSION: Final = "1.32.2"
+
+CLIENTS: Final[tuple[Client, ...]] = (
+    Client(
+        "claude-code",
+        "2.1.197",
+        "claude-code@2.1.197",
+        "anthropic",
+        _claude,
+        npm="@anthropic-ai/claude-code",
+    ),
+    Client(
+        "codex", "0.171.0", "codex-mcp-client@0.171.0", "responses", _codex, npm="@openai/codex"
+    ),
+    Client(
+        "gemini-cli",
+        "0.61.0",
+        "gemini-cli-mcp-client@0.61.0",
+        "gemini",
+        _gemini,
+        npm="@google/gemini-cli",
+    ),
+    Client("opencode", "1.18.33", "opencode@1.18.33", "anthropic", _opencode, npm="opencode-ai"),
+    Client(
+        "py-sdk",
+        PY_SDK_VERSION,
+        f"lab-py-sdk@{PY_SDK_VERSION}",
+        "anthropic",
+        _py_sdk,
+        agent=False,
+    ),
+    Client(
+        "ts-sdk",
+        TS_SDK_VERSION,
+        f"lab-ts-sdk@{TS_SDK_VERSION}",
+        "anthropic",
+        _ts_sdk,
+        npm="@modelcontextprotocol/sdk",
+        agent=False,
+        # The end-to-end tests' Node peers pin the same SDK version.
+        reuse=REPO / "tests" / "peers" / "node",
+    ),
+)
+
+BY_NAME: Final[dict[str, Client]] = {c.name: c for c in CLIENTS}
+
+
+def client(name: str) -> Client:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown client {name!r}; clients are {', '.join(BY_NAME)}") from None
+
+
+# ------------------------------------------------------------------ installing
+
+
+def default_cache() -> Path:
+    env = os.environ.get("MCP_LAYERS_LAB_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mcp-layers" / "lab"
+
+
+def _installed_version(prefix: Path, package: str) -> str | None:
+    try:
+        meta = json.loads((prefix / "node_modules" / package / "package.json").read_text())
+    except (OSError, ValueError):
+        return None
+    version = meta.get("version") if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path | None:
+    """Make sure the pinned client is there; the npm prefix it lives in (None for Python).
+
+    npm installs once per version (``npm install --no-save --prefix <cache>/<name>@<version>``);
+    a prefix that already holds the pinned version is used as it is.
+    """
+    if c.npm is None:
+        have = importlib.metadata.version("mcp")
+        if have != c.version:
+            raise InstallError(
+                f"{c.name}: this environment has mcp {have}, the lab pins {c.version}; "
+                f"install it with: pip install mcp=={c.version}"
+            )
+        return None
+    if c.reuse is not None and _installed_version(c.reuse, c.npm) == c.version:
+        return c.reuse
+    prefix = cache / c.label
+    if _installed_version(prefix, c.npm) == c.version:
+        return prefix
+    npm = shutil.which("npm")
+    if npm is None:
+        raise InstallError(f"{c.name}: npm is not on PATH; install Node.js (20 or later)")
+    prefix.mkdir(parents=True, exist_ok=True)
+    log(f"installing {c.npm}@{c.version} into {prefix} (once)")
+    env = {
+        **os.environ,
+        "npm_config_update_notifier": "false",
+        "npm_config_fund": "false",
+        "npm_config_audit": "false",
+    }
+    try:
+        done = subprocess.run(
+            [npm, "install", "--no-save", "--prefix", str(prefix), f"{c.npm}@{c.version}"],
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT_S,
+            env=env,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise InstallError(f"{c.name}: npm install took over {NPM_TIMEOUT_S:.0f} s") from e
+    if done.returncode != 0 or _installed_version(prefix, c.npm) != c.version:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+        raise InstallError(f"{c.name}: npm install failed ({done.returncode}):\n{tail}")
+    return prefix

@@ -1,0 +1,441 @@
+"""The retry matrix: per client × fault, what the client did and what reached the model.
+
+Every cell comes from a run's files, never from what the lab expected:
+
+- retried / how / after / attempts / re-init: the run's recording (the addon's
+  ``retryOrigin``, ``attempt``, ``retryOf``, ``retryDelayMs``, ``retryAfterHonored``);
+- model-driven: a ``tools/call`` retry is the model's when the fake model answered a
+  tool call (having received a result) between the previous attempt and this one;
+- reached the model: the fake model's log of the tool results it received;
+- client printed: the ``LAB-DONE results=…`` line in the client's stdout, which must agree
+  with the model's log (the matrix says so when it does not).
+
+Delays are shown in coarse buckets, so that a rerun gives the same matrix; the exact
+figures are in ``runs.md`` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from . import clients as clients_mod
+from . import presets
+from .fake_model import DONE_PREFIX, read_log
+from .run import MODEL_LOG, RunResult, addon_warnings
+
+OK_OUTCOMES: Final = ("SUCCESS", "TOOL_SUCCESS")
+RETRY_ORIGINS: Final = ("resend", "reissue", "reinit")
+#: (upper bound in ms, label): bounds sit between the delays seen in the lab, so that a
+#: rerun lands in the same bucket: re-inits 20–35 ms, a model's re-call 5–150 ms, back-offs
+#: of 250 ms and 1 s, a 2 s Retry-After, SDK request timeouts of 60 s.
+BUCKETS: Final = (
+    (200.0, "<0.2 s"),
+    (700.0, "0.2–0.7 s"),
+    (1800.0, "0.7–1.8 s"),
+    (10000.0, "1.8–10 s"),
+    (float("inf"), "≥10 s"),
+)
+
+
+def bucket(ms: float | None) -> str:
+    if ms is None:
+        return "?"
+    for bound, name in BUCKETS:
+        if ms < bound:
+            return name
+    return BUCKETS[-1][1]
+
+
+def _epoch(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def read_records(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's records, in file then line order (a torn last line is skipped)."""
+    out = []
+    for path in sorted(run_dir.glob("mcp-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out
+
+
+@dataclass(frozen=True)
+class Retry:
+    method: str
+    origin: str
+    attempt: int
+    delay_ms: float | None
+    model: bool
+    retry_after_honored: bool | None
+
+
+@dataclass
+class Cell:
+    """One row of the matrix: one run's client × fault × script."""
+
+    run: RunResult
+    fired: int = 0
+    retries: list[Retry] = field(default_factory=list)
+    attempts: int | None = None
+    reinit: bool = False
+    model: list[str] = field(default_factory=list)  #: verdicts, in order
+    model_hints: list[str] = field(default_factory=list)
+    tool_offered: bool = False
+    printed: list[str] | None = None  #: the verdicts the client printed (None: no LAB-DONE)
+    clients_seen: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def broken(self) -> bool:
+        """The run cannot be trusted as it is: the lab must say so and fail."""
+        return bool(self.notes)
+
+    # -- the columns
+
+    @property
+    def retried(self) -> str:
+        methods = list(dict.fromkeys(r.method for r in self.retries))
+        return ", ".join(methods) if methods else "no"
+
+    @property
+    def how(self) -> str:
+        if not self.retries:
+            return "—"
+        parts: dict[str, None] = {}
+        for r in self.retries:
+            parts[f"{r.origin} (model)" if r.model else r.origin] = None
+        return ", ".join(parts)
+
+    @property
+    def after(self) -> str:
+        if not self.retries:
+            return "—"
+        text = ", ".join(dict.fromkeys(bucket(r.delay_ms) for r in self.retries))
+        honoured = [
+            r.retry_after_honored for r in self.retries if r.retry_after_honored is not None
+        ]
+        if honoured:
+            text += "; Retry-After " + ("honoured" if honoured[0] else "not honoured")
+        return text
+
+    @property
+    def attempts_text(self) -> str:
+        return "—" if self.attempts is None else str(self.attempts)
+
+    @property
+    def model_text(self) -> str:
+        if not self.tool_offered and not self.model:
+            return "no tool"
+        if not self.model:
+            return "no result"
+        return " → ".join(
+            v if v == "ok" or not h else f"{v} ({h})"
+            for v, h in zip(self.model, self.model_hints, strict=True)
+        )
+
+    @property
+    def printed_text(self) -> str:
+        r = self.run
+        if r.error:
+            return "harness error"
+        if self.printed is not None:
+            shown = ",".join(self.printed) or "none"
+            mark = "" if self.agrees else " ≠ model"
+            return f"{shown}{mark}" + (f" (exit {r.exit_code})" if r.exit_code else "")
+        if r.timed_out:
+            return "timeout"
+        return f"exit {r.exit_code}, no answer"
+
+    @property
+    def agrees(self) -> bool:
+        # `LAB-DONE results=none` reads as [], which is what a model without results has.
+        return self.printed is None or self.printed == self.model
+
+
+_HINTS: Final = (
+    (re.compile(r"-32\d{3}"), None),
+    (re.compile(r"Injected tool failure"), "isError"),
+    (re.compile(r"\b(?:HTTP |status |code[: ]*)?(4\d\d|5\d\d)\b"), None),
+    (re.compile(r"(?i)timed? ?out"), "timeout"),
+    (re.compile(r"(?i)abort"), "aborted"),
+    (re.compile(r"(?i)session"), "session"),
+    (
+        re.compile(r"(?i)socket|connection|ECONNRESET|closed|terminated|fetch failed|network"),
+        "connection",
+    ),
+)
+
+
+def hint(text: str) -> str:
+    """A short, stable key for an error result: a status, a JSON-RPC code, a kind."""
+    for pattern, name in _HINTS:
+        m = pattern.search(text)
+        if m:
+            return name or (m.group(1) if m.groups() else m.group(0))
+    return ""
+
+
+def build_cell(run: RunResult) -> Cell:
+    run_dir = Path(run.run_dir)
+    cell = Cell(run)
+    fault = presets.fault(run.fault)
+    records = read_records(run_dir)
+    model_log = read_log(run_dir / MODEL_LOG)
+    requests = [r for r in records if r.get("kind") == "request"]
+    by_id = {r.get("id"): r for r in records}
+    cell.fired = sum(1 for r in records if r.get("injected"))
+    cell.clients_seen = sorted({r["client"] for r in records if r.get("client")})
+
+    # Model re-calls: when the model, holding a tool result, asked for the tool again.
+    recalls = [e["ts"] for e in model_log if e.get("reply") == "tool" and e.get("results")]
+    for rec in requests:
+        if rec.get("retryOrigin") not in RETRY_ORIGINS:
+            continue
+        model = False
+        prev = by_id.get(rec.get("retryOf"))
+        if rec.get("method") == "tools/call" and prev is not None:
+            lo, hi = _epoch(prev["ts"]), _epoch(rec["ts"])
+            model = any(lo <= t <= hi for t in recalls)
+        cell.retries.append(
+            Retry(
+                str(rec.get("method")),
+                str(rec["retryOrigin"]),
+                int(rec.get("attempt") or 1),
+                rec.get("retryDelayMs"),
+                model,
+                rec.get("retryAfterHonored"),
+            )
+        )
+    if fault.method is not None:
+        attempts = [int(r.get("attempt") or 1) for r in requests if r.get("method") == fault.method]
+        cell.attempts = max(attempts) if attempts else None
+    failed = [r["id"] for r in requests if r.get("outcome") not in OK_OUTCOMES]
+    if failed:
+        cell.reinit = any(
+            r.get("method") == "initialize"
+            and r["id"] > failed[0]
+            and r.get("retryOrigin") in (None, "none")
+            for r in requests
+        )
+
+    offered = [e for e in model_log if e.get("tool")]
+    cell.tool_offered = bool(offered)
+    with_results = [e for e in model_log if e.get("results")]
+    if with_results:
+        last = max(with_results, key=lambda e: len(e["results"]))
+        cell.model = [r["verdict"] for r in last["results"]]
+        cell.model_hints = [
+            hint(r["text"]) if r["verdict"] != "ok" else "" for r in last["results"]
+        ]
+
+    cell.printed = printed_verdicts(run_dir / "client.out")
+    if not cell.agrees:
+        cell.notes.append("the client printed other results than the model received")
+    if fault.name != "none" and cell.fired == 0:
+        cell.notes.append("the fault never fired")
+    passed = [
+        r["method"]
+        for r in requests
+        if r.get("method") in fault.always and r.get("outcome") in OK_OUTCOMES
+    ]
+    if passed:
+        # A fault meant to fail every call let one through: the proxy, not the client.
+        cell.notes.append(f"the fault let {', '.join(dict.fromkeys(passed))} through")
+    if run.violations:
+        cell.notes.append("OUTBOUND CONNECT " + " ".join(run.violations))
+    if run.unhandled:
+        cell.notes.append("fake model could not answer " + "; ".join(run.unhandled))
+    # Only the addon's own failures (a hook that raised, a cutter that broke, lost records)
+    # make a run untrustworthy; its advice about the upstream is kept in run.json only.
+    addon = [
+        w
+        for w in run.addon_errors or addon_warnings(run_dir / "mitmdump.log")
+        if " failed" in w or "could not be written" in w
+    ]
+    if addon:
+        cell.notes.append("addon: " + "; ".join(addon))
+    if run.error:
+        cell.notes.append(f"harness error: {run.error}")
+    client = clients_mod.client(run.client)
+    if records and client.client_info not in cell.clients_seen:
+        seen = ", ".join(cell.clients_seen)
+        cell.notes.append(f"records name {seen}, not {client.client_info}")
+    return cell
+
+
+def printed_verdicts(stdout: Path) -> list[str] | None:
+    """The verdicts of the last ``LAB-DONE results=…`` the client printed (None: none)."""
+    try:
+        text = stdout.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    found = re.findall(re.escape(DONE_PREFIX) + r"([a-z,]+)", text)
+    if not found:
+        return None
+    last = found[-1]
+    return [] if last == "none" else last.split(",")
+
+
+# ------------------------------------------------------------------ Markdown
+
+
+HEADERS: Final = (
+    "fault",
+    "client",
+    "retried",
+    "how",
+    "after",
+    "attempts",
+    "re-init",
+    "reached the model",
+    "client printed",
+)
+
+
+def _row(cells: Iterable[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _table(cells: list[Cell]) -> list[str]:
+    lines = [_row(HEADERS), _row("---" for _ in HEADERS)]
+    for c in cells:
+        lines.append(
+            _row(
+                [
+                    f"`{c.run.fault}`",
+                    c.run.client,
+                    c.retried,
+                    c.how,
+                    c.after,
+                    c.attempts_text,
+                    "yes" if c.reinit else "no",
+                    c.model_text,
+                    c.printed_text,
+                ]
+            )
+        )
+    return lines
+
+
+def _order(cells: list[Cell]) -> list[Cell]:
+    fault_rank = {f.name: i for i, f in enumerate(presets.FAULTS)}
+    client_rank = {c.name: i for i, c in enumerate(clients_mod.CLIENTS)}
+    return sorted(
+        cells, key=lambda c: (fault_rank.get(c.run.fault, 99), client_rank.get(c.run.client, 99))
+    )
+
+
+def render(cells: list[Cell], environment: dict[str, str], date: str | None = None) -> str:
+    """The matrix as Markdown (versions, date, both scripts' tables, faults, legend)."""
+    date = date or datetime.now(UTC).strftime("%Y-%m-%d")
+    names = list(dict.fromkeys(c.run.client for c in _order(cells)))
+    lines = [
+        "# MCP client retry matrix",
+        "",
+        f"Made by the lab (`python -m mcp_layers_lab`, docs/lab.md) on {date}, on this "
+        "project's machine. Every cell is read from the run's recording and the fake model's "
+        "log; the runs are kept under `lab/out/`.",
+        "",
+        "| client | version | speaks |",
+        "| --- | --- | --- |",
+    ]
+    for name in names:
+        c = clients_mod.client(name)
+        package = f"npm `{c.npm}`" if c.npm else "PyPI `mcp`"
+        lines.append(f"| {c.name} | {c.version} ({package}) | {c.api} model API |")
+    lines += ["", "Environment: " + ", ".join(f"{k} {v}" for k, v in environment.items()) + "."]
+    bad = [c for c in cells if c.notes]
+    if bad:
+        lines += ["", "**Warnings:**", ""]
+        lines += [f"- {c.run.client} / `{c.run.scenario}`: {'; '.join(c.notes)}" for c in bad]
+    once = _order([c for c in cells if c.run.script == "once"])
+    again = _order([c for c in cells if c.run.script != "once"])
+    if once:
+        lines += ["", "## The model calls the tool once", "", *_table(once)]
+    if again:
+        lines += [
+            "",
+            "## The model calls the tool again after an error",
+            "",
+            "The fake model answers an error result with one more call of the tool (script "
+            "`again_after_error`): a model-driven re-issue, on the wire like any other.",
+            "",
+            *_table(again),
+        ]
+    used = list(dict.fromkeys(c.run.fault for c in _order(cells)))
+    lines += ["", "## Faults", "", "| fault | what | addon settings |", "| --- | --- | --- |"]
+    for name in used:
+        f = presets.fault(name)
+        lines.append(f"| `{f.name}` | {f.what} | {f.describe()} |")
+    lines += ["", *LEGEND]
+    return "\n".join(lines) + "\n"
+
+
+LEGEND: Final = (
+    "## Reading a row",
+    "",
+    "- **retried**: the methods the client sent again after a failed attempt (the addon's "
+    "`retryOrigin` is not `none`); `no` when nothing was repeated.",
+    "- **how**: `resend` (same session, same JSON-RPC id), `reissue` (same session, new "
+    "id), `reinit` (on a new session it initialised after the failure); `(model)` when the "
+    "model asked for the tool again between the two attempts, rather than the client "
+    "repeating it by itself.",
+    "- **after**: the delay from the end of the failed attempt to the retry, in buckets "
+    "(exact values in the run's `runs.md`); for a 429 whether the client waited "
+    "`Retry-After`.",
+    "- **attempts**: the most attempts of one logical call of the method the fault hits "
+    "(`—`: the client never sent that method).",
+    "- **re-init**: an `initialize` that is not a retry of `initialize`, after the first "
+    "failure: the client started a new session.",
+    "- **reached the model**: the tool results the model received, in order: `ok` (the "
+    "echo result) or `error` with a key from the error text; `no tool` when the model was "
+    "never offered the tool; `no result` when it asked for the tool but nothing came back.",
+    "- **client printed**: the results the client printed at the end (the model's final "
+    "answer names them); `≠ model` if they differ from the model's log, `timeout` if the "
+    "client had to be killed.",
+)
+
+
+def runs_table(cells: list[Cell]) -> str:
+    """Per-run details: exact delays, exit codes, durations, fault hits, records."""
+    lines = [
+        "# Runs",
+        "",
+        "| client | scenario | exit | seconds | fault hits | retries (method origin attempt "
+        "delay) | records client | notes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in _order(cells):
+        r = c.run
+        retries = "; ".join(
+            f"{x.method} {x.origin}{' (model)' if x.model else ''} #{x.attempt} "
+            f"{'?' if x.delay_ms is None else f'{x.delay_ms:.0f} ms'}"
+            for x in c.retries
+        )
+        status = "timeout" if r.timed_out else str(r.exit_code)
+        lines.append(
+            _row(
+                [
+                    r.client,
+                    f"`{r.scenario}`",
+                    status,
+                    f"{r.seconds:.1f}",
+                    str(c.fired),
+                    retries or "—",
+                    ", ".join(c.clients_seen) or "—",
+                    "; ".join(c.notes) or "",
+                ]
+            )
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,474 @@
+"""Orchestration: one run per client × fault × script, each in its own worker process.
+
+A run (``run_one``) starts, all on 127.0.0.1: the bundled MCP server, the fake model API
+(a thread), ``mitmdump`` with the addon, the fault and ``mcp_scenario``; then the client,
+headless, with an isolated HOME and a timeout; then stops everything in ``finally``. The
+run folder keeps the recording (``mcp-*.jsonl``), the model's log (``model.log``), the
+client's stdout/stderr, the processes' logs and ``run.json`` (what happened).
+
+Network isolation (docs/lab.md, "Network"): where the kernel allows it (root, or user
+namespaces), the worker moves itself into a new network namespace whose only interface
+is loopback before it starts anything, so nothing a client does can leave the machine.
+Where ``strace`` is there, the client runs under ``strace -f -e trace=connect`` and any
+connect to an address that is not loopback is a violation: the run says so, and the lab
+ends with a failure. Third-party agents are not run without the namespace unless the
+caller says so (``isolation="none"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from mcp_layers_demo import procs
+
+from . import clients as clients_mod
+from . import presets
+from .fake_model import FakeModel
+
+SCRIPTS: Final = ("once", "again_after_error")
+#: A client that has not finished by then is killed (its run says "timeout").
+CLIENT_TIMEOUT_S: Final = 120.0
+#: After the client exits: time for the proxy to finish writing the last exchange.
+SETTLE_S: Final = 0.5
+#: The worker's own start-up and shutdown, on top of the client's timeout.
+WORKER_OVERHEAD_S: Final = 120.0
+KILL_GRACE_S: Final = 5.0
+RUN_FILE: Final = "run.json"
+MODEL_LOG: Final = "model.log"
+
+
+def scenario_name(fault: str, script: str) -> str:
+    """The recording's scenario label: the fault, marked when the model calls again."""
+    return fault if script == "once" else f"{fault}+again"
+
+
+@dataclass
+class RunSpec:
+    client: str
+    fault: str
+    script: str
+    run_dir: str
+    prefix: str | None
+    netns: bool
+    strace: str | None
+    timeout_s: float = CLIENT_TIMEOUT_S
+    addon: str | None = None  #: another build of the addon script (default: the repo's)
+
+    @property
+    def scenario(self) -> str:
+        return scenario_name(self.fault, self.script)
+
+
+@dataclass
+class RunResult:
+    client: str
+    version: str
+    fault: str
+    script: str
+    scenario: str
+    run_dir: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    netns: bool = False
+    strace: bool = False
+    #: non-loopback addresses the client tried to connect to (host:port)
+    violations: list[str] = field(default_factory=list)
+    #: requests the fake model could not answer (a client speaking something unexpected)
+    unhandled: list[str] = field(default_factory=list)
+    #: warnings the addon logged (a fault that failed to act is reported here, not guessed)
+    addon_errors: list[str] = field(default_factory=list)
+    error: str | None = None  #: the harness failed (the run says nothing about the client)
+    started: str = ""
+
+    @classmethod
+    def load(cls, path: Path) -> RunResult:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+
+
+# ------------------------------------------------------------------ isolation
+
+
+def netns_available() -> bool:
+    """Whether a process may get a network namespace of its own (tried in a child)."""
+    probe = "import os; os.unshare(os.CLONE_NEWNET)"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def strace_path() -> str | None:
+    """strace, if it is there and can trace connects here (ptrace may be forbidden)."""
+    path = shutil.which("strace")
+    if path is None:
+        return None
+    cmd = [path, "-f", "-qq", "--seccomp-bpf", "-e", "trace=connect", "-o", os.devnull, "true"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return path if done.returncode == 0 else None
+
+
+def enter_netns() -> None:
+    """Move this process into a new network namespace and bring its loopback up.
+
+    Must run before any thread or child is started: children inherit the namespace.
+    """
+    os.unshare(os.CLONE_NEWNET)
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        # struct ifreq: 16 bytes of name, then a union whose first member is the flags.
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(sock, siocgifflags, request))[1]
+        fcntl.ioctl(sock, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+_CONNECT = re.compile(
+    r"connect\(\d+, \{sa_family=AF_INET6?, sin6?_port=htons\((\d+)\).*?"
+    r'(?:inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)")'
+)
+
+
+def outbound(trace: Path) -> list[str]:
+    """Non-loopback addresses (``host:port``) in an strace connect log, each once."""
+    seen: dict[str, None] = {}
+    if not trace.exists():
+        return []
+    with trace.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            m = _CONNECT.search(line)
+            if m is None:
+                continue
+            port, v4, v6 = m.groups()
+            addr = ipaddress.ip_address(v4 or v6)
+            if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+                addr = addr.ipv4_mapped
+            if addr.is_loopback:
+                continue
+            seen[f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}"] = None
+    return list(seen)
+
+
+_ADDON_WARNING = re.compile(r"mcp-layers: (.*)$")
+
+
+def addon_warnings(log: Path) -> list[str]:
+    """The addon's own warnings in a mitmdump log, each once (timestamps dropped)."""
+    seen: dict[str, None] = {}
+    if log.exists():
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            m = _ADDON_WARNING.search(line)
+            if m:
+                seen[m.group(1).strip()[:300]] = None
+    return list(seen)
+
+
+# ------------------------------------------------------------------ one run (in the worker)
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    # The client was started in a session of its own: its group holds only what it started.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def run_client(
+    launch: clients_mod.Launch,
+    env: dict[str, str],
+    cwd: Path,
+    run_dir: Path,
+    timeout_s: float,
+    strace: str | None,
+) -> tuple[int | None, bool]:
+    """Run the client to its end or its timeout; (exit code, timed out)."""
+    argv = list(launch.argv)
+    if strace is not None:
+        trace = run_dir / "connect.trace"
+        argv = [
+            strace,
+            "-f",
+            "-qq",
+            "--seccomp-bpf",
+            "-e",
+            "trace=connect",
+            "-e",
+            "signal=none",
+            "-o",
+            str(trace),
+            "--",
+            *argv,
+        ]
+    with (run_dir / "client.out").open("wb") as out, (run_dir / "client.err").open("wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            try:
+                return proc.wait(timeout=timeout_s), False
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=KILL_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=KILL_GRACE_S)
+                return proc.returncode, True
+        finally:
+            # Whatever the client left behind in its group (helpers, a server it spawned).
+            _kill_group(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=KILL_GRACE_S)
+
+
+def run_one(spec: RunSpec) -> RunResult:
+    """One client × fault × script, start to finish; every process is stopped at the end."""
+    client = clients_mod.client(spec.client)
+    fault = presets.fault(spec.fault)
+    run_dir = Path(spec.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    result = RunResult(
+        client.name,
+        client.version,
+        fault.name,
+        spec.script,
+        spec.scenario,
+        str(run_dir),
+        netns=spec.netns,
+        strace=spec.strace is not None,
+        started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    )
+    scratch = Path(tempfile.mkdtemp(prefix="mcp-lab-"))
+    server = proxy = None
+    fake: FakeModel | None = None
+    try:
+        server_port, proxy_port = procs.free_port(), procs.free_port()
+        server = procs.start_server(server_port, run_dir / "server.log")
+        fake = FakeModel(spec.script, run_dir / MODEL_LOG).start()
+        proxy = procs.start_mitmdump(
+            server_port,
+            proxy_port,
+            run_dir / "mitmdump.log",
+            addon=Path(spec.addon) if spec.addon else procs.ADDON,
+            record_dir=run_dir,
+            scenario=spec.scenario,
+            extra_sets=fault.sets(),
+        )
+        setup = clients_mod.Setup(
+            home=scratch / "home",
+            work=scratch / "work",
+            mcp_url=f"http://{procs.HOST}:{proxy_port}{procs.MCP_PATH}",
+            model_url=fake.url,
+            prefix=Path(spec.prefix) if spec.prefix else None,
+            logs=run_dir,
+        )
+        setup.home.mkdir()
+        setup.work.mkdir()
+        launch = client.launch(setup)
+        env = clients_mod.base_env(setup.home) | launch.env
+        (run_dir / "command.txt").write_text(" ".join(launch.argv) + "\n", encoding="utf-8")
+        began = time.monotonic()
+        result.exit_code, result.timed_out = run_client(
+            launch, env, setup.work, run_dir, spec.timeout_s, spec.strace
+        )
+        result.seconds = round(time.monotonic() - began, 2)
+        time.sleep(SETTLE_S)
+    except Exception as exc:  # the harness failed: say so in the run, do not guess
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if proxy is not None:
+            procs.stop(proxy)  # SIGTERM: the addon writes what is still open
+        if server is not None:
+            procs.stop(server)
+        if fake is not None:
+            fake.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    result.violations = outbound(run_dir / "connect.trace")
+    result.addon_errors = addon_warnings(run_dir / "mitmdump.log")
+    if fake is not None:
+        result.unhandled = sorted(
+            {
+                f"{e.get('api')} {e.get('path')}"
+                for e in fake.log.entries
+                if e.get("api") in ("unhandled", "unreadable")
+            }
+        )
+    result.save(run_dir / RUN_FILE)
+    return result
+
+
+def worker_main(argv: list[str]) -> int:
+    """``python -m mcp_layers_lab.run SPEC.json``: one run, in its own namespace if asked."""
+    spec = RunSpec(**json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+
+    def terminate(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)  # unwinds through run_one's finally: stops everything
+
+    signal.signal(signal.SIGTERM, terminate)
+    if spec.netns:
+        enter_netns()
+    run_one(spec)
+    return 0
+
+
+# ------------------------------------------------------------------ the lab (the parent)
+
+
+@dataclass(frozen=True)
+class Plan:
+    clients: tuple[str, ...]
+    faults: tuple[str, ...]
+    scripts: tuple[str, ...] = ("once",)
+
+    def runs(self) -> Iterator[tuple[str, str, str]]:
+        for c in self.clients:
+            for f in self.faults:
+                for s in self.scripts:
+                    # A second model call needs an error the model sees on the first.
+                    if s == "once" or presets.fault(f).reaches_model:
+                        yield c, f, s
+
+
+class LabError(RuntimeError):
+    """The lab cannot run as asked; the message says why and what to do."""
+
+
+def resolve_isolation(isolation: str, plan: Plan) -> tuple[bool, str | None]:
+    """(use a network namespace, strace path) for ``isolation`` auto|netns|none."""
+    netns = False
+    if isolation in ("auto", "netns"):
+        netns = netns_available()
+        if isolation == "netns" and not netns:
+            raise LabError("no network namespace can be made here (needs root or user namespaces)")
+    agents = [c for c in plan.clients if clients_mod.client(c).agent]
+    if agents and not netns and isolation != "none":
+        raise LabError(
+            f"{', '.join(agents)} would run without a network namespace (none can be made "
+            "here); run as root, or pass --isolation none to run them unisolated"
+        )
+    return netns, strace_path()
+
+
+def run_lab(
+    plan: Plan,
+    out_dir: Path,
+    cache: Path,
+    isolation: str = "auto",
+    timeout_s: float = CLIENT_TIMEOUT_S,
+    log: Callable[[str], None] = print,
+    addon: Path | None = None,
+) -> list[RunResult]:
+    """Every run of ``plan`` into ``out_dir/runs/<client>/<scenario>/``, one after another."""
+    netns, strace = resolve_isolation(isolation, plan)
+    log(
+        f"isolation: {'network namespace' if netns else 'none'}; "
+        f"connect tracing: {'strace' if strace else 'unavailable'}"
+    )
+    prefixes = {c: clients_mod.install(clients_mod.client(c), cache, log) for c in plan.clients}
+    results = []
+    for c, f, s in plan.runs():
+        run_dir = out_dir / "runs" / c / scenario_name(f, s)
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True)
+        p = prefixes[c]
+        spec = RunSpec(
+            c,
+            f,
+            s,
+            str(run_dir),
+            str(p) if p else None,
+            netns,
+            strace,
+            timeout_s,
+            str(addon) if addon else None,
+        )
+        results.append(_spawn(spec))
+        r = results[-1]
+        status = "timeout" if r.timed_out else f"exit {r.exit_code}"
+        extra = f"  HARNESS ERROR {r.error}" if r.error else ""
+        if r.violations:
+            extra += f"  OUTBOUND {' '.join(r.violations)}"
+        log(f"{c:12} {scenario_name(f, s):26} {status:8} {r.seconds:6.1f} s{extra}")
+    return results
+
+
+def _spawn(spec: RunSpec) -> RunResult:
+    run_dir = Path(spec.run_dir)
+    spec_file = run_dir / "spec.json"
+    spec_file.write_text(json.dumps(asdict(spec), indent=2) + "\n", encoding="utf-8")
+    cmd = [sys.executable, "-m", "mcp_layers_lab.run", str(spec_file)]
+    with (run_dir / "worker.log").open("wb") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            proc.wait(timeout=spec.timeout_s + WORKER_OVERHEAD_S)
+        except subprocess.TimeoutExpired:
+            # SIGTERM lets the worker stop its processes; its group is ours to end after that.
+            proc.terminate()
+            try:
+                proc.wait(timeout=procs.STOP_TIMEOUT_S * 3)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=KILL_GRACE_S)
+    result_file = run_dir / RUN_FILE
+    if result_file.exists():
+        return RunResult.load(result_file)
+    tail = procs.log_tail(run_dir / "worker.log")
+    client = clients_mod.client(spec.client)
+    failed = RunResult(
+        client.name,
+        client.version,
+        spec.fault,
+        spec.script,
+        spec.scenario,
+        str(run_dir),
+        error=f"the worker wrote no {RUN_FILE}: {tail}",
+    )
+    failed.save(result_file)
+    return failed
+
+
+def load_results(out_dir: Path) -> list[RunResult]:
+    """The runs recorded under ``out_dir`` (in client, then scenario order)."""
+    return [RunResult.load(p) for p in sorted((out_dir / "runs").glob(f"*/*/{RUN_FILE}"))]
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

@@ -1,0 +1,526 @@
+"""The lab's fake model API, on its own, with the request shapes the real clients send.
+
+The shapes (and the event sequences the clients need back) are the ones recorded from
+Claude Code 2.1.197, Codex 0.171.0, Gemini CLI 0.61.0 and opencode 1.18.33 (docs/lab.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_layers_lab.fake_model import (
+    DONE_PREFIX,
+    FakeModel,
+    ToolResult,
+    Turn,
+    decide,
+    pick_tool,
+    read_log,
+)
+
+PROMPT = "Call the echo tool with text hello"
+ECHO_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+
+@pytest.fixture(params=["once", "again_after_error"])
+def script(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def fake(tmp_path: Path, script: str) -> Iterator[FakeModel]:
+    with FakeModel(script, tmp_path / "model.log") as model:
+        yield model
+
+
+def post(
+    fake: FakeModel,
+    path: str,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+) -> tuple[int, str, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=10)
+    try:
+        data = raw if raw is not None else json.dumps(body).encode()
+        conn.request(
+            "POST", path, body=data, headers={"content-type": "application/json", **(headers or {})}
+        )
+        response = conn.getresponse()
+        return response.status, response.getheader("content-type") or "", response.read()
+    finally:
+        conn.close()
+
+
+def sse(body: bytes) -> list[tuple[str | None, Any]]:
+    """(event, data) of each event, CRLF or LF line ends."""
+    out = []
+    text = body.decode().replace("\r\n", "\n")
+    for block in text.split("\n\n"):
+        if not block.strip():
+            continue
+        event, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+        out.append((event, json.loads("\n".join(data))))
+    return out
+
+
+# ------------------------------------------------------------------ Anthropic Messages
+
+
+def claude_request(messages: list[Any]) -> dict[str, Any]:
+    """What Claude Code 2.1.197 sends: streamed, many tools, the MCP one among them."""
+    return {
+        "model": "claude-opus-4-8",
+        "max_tokens": 64000,
+        "stream": True,
+        "system": [{"type": "text", "text": "You are Claude Code."}],
+        "tools": [
+            {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object"}},
+            {"name": "Read", "description": "Read a file", "input_schema": {"type": "object"}},
+            {"name": "mcp__echo__fail", "description": "Fails", "input_schema": ECHO_SCHEMA},
+            {"name": "mcp__echo__echo", "description": "Echo", "input_schema": ECHO_SCHEMA},
+        ],
+        "messages": messages,
+    }
+
+
+USER = {"role": "user", "content": [{"type": "text", "text": PROMPT}]}
+
+
+def tool_use(tool_id: str = "toolu_1", name: str = "mcp__echo__echo") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": {"text": "hello"}}],
+    }
+
+
+def tool_result(text: str, is_error: bool = False, tool_id: str = "toolu_1") -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": tool_id,
+        "content": [{"type": "text", "text": text}],
+    }
+    if is_error:
+        block["is_error"] = True
+    return {"role": "user", "content": [block]}
+
+
+ANTHROPIC_EVENTS = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+]
+
+
+def test_anthropic_stream_calls_the_mcp_tool(fake: FakeModel) -> None:
+    status, ctype, body = post(
+        fake,
+        "/v1/messages?beta=true",
+        claude_request([USER]),
+        {"user-agent": "claude-cli/2.1.197 (external, sdk-cli)"},
+    )
+    assert (status, ctype) == (200, "text/event-stream")
+    events = sse(body)
+    assert [e for e, _ in events] == ANTHROPIC_EVENTS
+    assert [d["type"] for _, d in events] == ANTHROPIC_EVENTS  # type repeats the event name
+    start = events[0][1]["message"]
+    assert start["role"] == "assistant" and start["content"] == [] and start["stop_reason"] is None
+    assert start["usage"]["input_tokens"] >= 0
+    block = events[1][1]
+    assert block["index"] == 0
+    assert block["content_block"]["type"] == "tool_use"
+    assert block["content_block"]["name"] == "mcp__echo__echo"
+    assert block["content_block"]["input"] == {}  # the input comes as a delta
+    assert block["content_block"]["id"].startswith("toolu_")
+    delta = events[2][1]["delta"]
+    assert delta == {"type": "input_json_delta", "partial_json": '{"text":"hello"}'}
+    assert events[4][1]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_anthropic_stream_finishes_after_the_result(fake: FakeModel) -> None:
+    request = claude_request([USER, tool_use(), tool_result("echo: hello")])
+    _, _, body = post(fake, "/v1/messages?beta=true", request)
+    events = sse(body)
+    assert [e for e, _ in events] == ANTHROPIC_EVENTS
+    assert events[1][1]["content_block"] == {"type": "text", "text": ""}
+    assert events[2][1]["delta"] == {"type": "text_delta", "text": DONE_PREFIX + "ok"}
+    assert events[4][1]["delta"]["stop_reason"] == "end_turn"
+
+
+def test_anthropic_after_an_error_follows_the_script(fake: FakeModel, script: str) -> None:
+    error = "Streamable HTTP error: Error POSTing to endpoint: "
+    request = claude_request([USER, tool_use(), tool_result(error, is_error=True)])
+    events = sse(post(fake, "/v1/messages?beta=true", request)[2])
+    if script == "once":
+        assert events[2][1]["delta"]["text"] == DONE_PREFIX + "error"
+        return
+    assert events[1][1]["content_block"]["name"] == "mcp__echo__echo"  # called again
+    # ... and after the second result the conversation ends, whatever it was.
+    for second, verdicts in (("echo: hello", "error,ok"), ("MCP error -32603", "error,error")):
+        request = claude_request(
+            [
+                USER,
+                tool_use(),
+                tool_result(error, is_error=True),
+                tool_use("toolu_2"),
+                tool_result(second, second != "echo: hello", "toolu_2"),
+            ]
+        )
+        events = sse(post(fake, "/v1/messages?beta=true", request)[2])
+        assert events[2][1]["delta"]["text"] == DONE_PREFIX + verdicts
+
+
+def test_anthropic_json_answer_for_the_sdk_agents(fake: FakeModel) -> None:
+    request = {
+        "model": "lab-model",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": PROMPT}],
+        "tools": [
+            {"name": "fail", "input_schema": ECHO_SCHEMA},
+            {"name": "echo", "input_schema": ECHO_SCHEMA},
+        ],
+    }
+    status, ctype, body = post(fake, "/v1/messages", request)
+    assert (status, ctype) == (200, "application/json")
+    message = json.loads(body)
+    assert message["type"] == "message" and message["stop_reason"] == "tool_use"
+    assert message["content"][0]["name"] == "echo"
+    assert message["content"][0]["input"] == {"text": "hello"}
+
+
+def test_opencode_title_call_without_tools_gets_text(fake: FakeModel) -> None:
+    # opencode first asks a small model for a title, with no tools and a system prompt.
+    request = {
+        "model": "claude-haiku-4-5-20251001",
+        "max_tokens": 32000,
+        "stream": True,
+        "system": [{"type": "text", "text": "Generate a title"}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": PROMPT}]}],
+    }
+    events = sse(post(fake, "/v1/messages", request)[2])
+    assert events[2][1]["delta"]["text"] == DONE_PREFIX + "none"
+    entry = read_log(Path(fake.log.path))[-1]
+    assert entry["tool"] is None and entry["reply"] == "text"
+
+
+def test_count_tokens(fake: FakeModel) -> None:
+    status, _, body = post(fake, "/v1/messages/count_tokens?beta=true", {"messages": []})
+    assert status == 200 and json.loads(body)["input_tokens"] > 0
+
+
+# ------------------------------------------------------------------ OpenAI Responses (Codex)
+
+
+def codex_request(extra_input: list[Any]) -> dict[str, Any]:
+    """What Codex 0.171.0 sends: MCP tools grouped in a namespace."""
+    return {
+        "model": "gpt-5.1-codex",
+        "instructions": "You are Codex.",
+        "input": [
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": PROMPT}],
+            },
+            *extra_input,
+        ],
+        "tools": [
+            {"type": "function", "name": "shell", "parameters": {"type": "object"}},
+            {
+                "type": "namespace",
+                "name": "mcp__echo",
+                "description": "echo server",
+                "tools": [
+                    {"type": "function", "name": "fail", "parameters": ECHO_SCHEMA},
+                    {"type": "function", "name": "echo", "parameters": ECHO_SCHEMA},
+                ],
+            },
+        ],
+        "tool_choice": "auto",
+        "parallel_tool_calls": False,
+        "reasoning": None,
+        "store": False,
+        "stream": True,
+        "include": [],
+        "prompt_cache_key": "abc",
+    }
+
+
+CALL = {
+    "type": "function_call",
+    "namespace": "mcp__echo",
+    "name": "echo",
+    "arguments": '{"text":"hello"}',
+    "call_id": "call_1",
+}
+
+
+def output(text: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": "call_1", "output": text}
+
+
+def test_responses_calls_the_namespaced_tool(fake: FakeModel) -> None:
+    status, ctype, body = post(
+        fake, "/v1/responses", codex_request([]), {"user-agent": "codex_exec/0.171.0"}
+    )
+    assert (status, ctype) == (200, "text/event-stream")
+    events = sse(body)
+    assert [e for e, _ in events] == [
+        "response.created",
+        "response.output_item.added",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [d["sequence_number"] for _, d in events] == [0, 1, 2, 3]
+    item = events[2][1]["item"]
+    # Codex refuses a flat "mcp__echo__echo" or a bare "mcp__echo": namespace + name.
+    assert item["type"] == "function_call"
+    assert (item["namespace"], item["name"]) == ("mcp__echo", "echo")
+    assert json.loads(item["arguments"]) == {"text": "hello"}
+    assert item["call_id"].startswith("call_")
+    assert events[1][1]["item"] == item
+    completed = events[3][1]["response"]
+    assert completed["status"] == "completed" and completed["output"] == [item]
+    usage = completed["usage"]
+    assert {"input_tokens_details", "output_tokens_details", "total_tokens"} <= set(usage)
+
+
+def test_responses_finishes_with_a_message(fake: FakeModel) -> None:
+    done = 'Wall time: 0.0051 seconds\nOutput:\n[{"type":"text","text":"echo: hello"}]'
+    events = sse(post(fake, "/v1/responses", codex_request([CALL, output(done)]))[2])
+    assert [e for e, _ in events] == [
+        "response.created",
+        "response.output_item.added",
+        "response.output_text.delta",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    item = events[3][1]["item"]
+    assert item["type"] == "message" and item["role"] == "assistant"
+    assert item["content"][0] == {
+        "type": "output_text",
+        "text": DONE_PREFIX + "ok",
+        "annotations": [],
+    }
+    assert events[2][1]["delta"] == DONE_PREFIX + "ok"
+
+
+def test_responses_after_an_error(fake: FakeModel, script: str) -> None:
+    failed = "tool call failed for `echo/echo`: Transport send error: 503 Service Unavailable"
+    events = sse(post(fake, "/v1/responses", codex_request([CALL, output(failed)]))[2])
+    item = events[-1][1]["response"]["output"][0]
+    if script == "once":
+        assert item["content"][0]["text"] == DONE_PREFIX + "error"
+    else:
+        assert (item["type"], item["namespace"], item["name"]) == (
+            "function_call",
+            "mcp__echo",
+            "echo",
+        )
+
+
+def test_responses_is_error_in_the_output_is_an_error(fake: FakeModel) -> None:
+    text = '{"content":[{"type":"text","text":"echo: hello"}],"isError":true}'
+    events = sse(post(fake, "/v1/responses", codex_request([CALL, output(text)]))[2])
+    item = events[-1][1]["response"]["output"][0]
+    if item["type"] == "message":
+        assert item["content"][0]["text"] == DONE_PREFIX + "error"
+
+
+# ------------------------------------------------------------------ Gemini
+
+
+def gemini_request(contents: list[Any]) -> dict[str, Any]:
+    """What Gemini CLI 0.61.0 sends: MCP tools as functionDeclarations, mcp_<server>_<tool>."""
+    return {
+        "contents": contents,
+        "systemInstruction": {"role": "user", "parts": [{"text": "You are Gemini CLI."}]},
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {"name": "read_file", "parametersJsonSchema": {"type": "object"}},
+                    {"name": "mcp_echo_echo", "parametersJsonSchema": ECHO_SCHEMA},
+                ]
+            }
+        ],
+        "generationConfig": {"temperature": 0, "topP": 1},
+    }
+
+
+GEMINI_USER = {"role": "user", "parts": [{"text": PROMPT}]}
+GEMINI_CALL = {
+    "role": "model",
+    "parts": [{"functionCall": {"name": "mcp_echo_echo", "args": {"text": "hello"}}}],
+}
+
+
+def function_response(response: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "parts": [{"functionResponse": {"name": "mcp_echo_echo", "response": response}}],
+    }
+
+
+STREAM = "/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent?alt=sse"
+
+
+def test_gemini_stream_calls_the_mcp_tool(fake: FakeModel) -> None:
+    status, ctype, body = post(
+        fake, STREAM, gemini_request([GEMINI_USER]), {"user-agent": "GeminiCLI-tui/0.61.0"}
+    )
+    assert (status, ctype) == (200, "text/event-stream")
+    assert body.endswith(b"\r\n\r\n") and body.startswith(b"data: ")
+    events = sse(body)
+    assert len(events) == 1 and events[0][0] is None
+    candidate = events[0][1]["candidates"][0]
+    assert candidate["finishReason"] == "STOP"
+    assert candidate["content"] == {
+        "role": "model",
+        "parts": [{"functionCall": {"name": "mcp_echo_echo", "args": {"text": "hello"}}}],
+    }
+    assert events[0][1]["usageMetadata"]["totalTokenCount"] > 0
+
+
+def test_gemini_finishes_after_the_function_response(fake: FakeModel) -> None:
+    ok = {"output": "<untrusted_context>\necho: hello\n</untrusted_context>"}
+    request = gemini_request([GEMINI_USER, GEMINI_CALL, function_response(ok)])
+    events = sse(post(fake, STREAM, request)[2])
+    assert events[0][1]["candidates"][0]["content"]["parts"] == [{"text": DONE_PREFIX + "ok"}]
+
+
+def test_gemini_error_response_follows_the_script(fake: FakeModel, script: str) -> None:
+    failed = {"error": "MCP tool 'echo' reported: Error POSTing to endpoint (HTTP 503)"}
+    request = gemini_request([GEMINI_USER, GEMINI_CALL, function_response(failed)])
+    parts = sse(post(fake, STREAM, request)[2])[0][1]["candidates"][0]["content"]["parts"]
+    if script == "once":
+        assert parts == [{"text": DONE_PREFIX + "error"}]
+    else:
+        assert parts[0]["functionCall"]["name"] == "mcp_echo_echo"
+
+
+def test_gemini_routing_side_call_gets_its_json(fake: FakeModel) -> None:
+    request = {
+        "contents": [GEMINI_USER],
+        "generationConfig": {
+            "responseMimeType": "application/json",
+            "responseJsonSchema": {"type": "object"},
+        },
+    }
+    status, ctype, body = post(
+        fake, "/v1beta/models/gemini-3.5-flash-lite:generateContent", request
+    )
+    assert (status, ctype) == (200, "application/json")
+    text = json.loads(body)["candidates"][0]["content"]["parts"][0]["text"]
+    routed = json.loads(text)
+    assert {"complexity_reasoning", "complexity_score", "next_speaker"} <= set(routed)
+
+
+def test_gemini_count_tokens(fake: FakeModel) -> None:
+    status, _, body = post(fake, "/v1beta/models/x:countTokens", {"contents": []})
+    assert status == 200 and json.loads(body)["totalTokens"] > 0
+
+
+# ------------------------------------------------------------------ plumbing and the log
+
+
+def test_gzip_and_chunked_bodies_are_read(fake: FakeModel) -> None:
+    raw = gzip.compress(json.dumps(claude_request([USER])).encode())
+    status, _, body = post(fake, "/v1/messages", None, {"content-encoding": "gzip"}, raw)
+    assert status == 200 and sse(body)[1][1]["content_block"]["type"] == "tool_use"
+    conn = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=10)
+    try:
+        data = json.dumps(claude_request([USER])).encode()
+        conn.request(
+            "POST",
+            "/v1/messages",
+            body=iter([data[:100], data[100:]]),
+            headers={"content-type": "application/json"},
+            encode_chunked=True,
+        )
+        response = conn.getresponse()
+        assert response.status == 200
+        assert sse(response.read())[1][1]["content_block"]["name"] == "mcp__echo__echo"
+    finally:
+        conn.close()
+
+
+def test_unknown_paths_are_refused_and_logged(fake: FakeModel) -> None:
+    status, _, _ = post(fake, "/v1/chat/completions", {"messages": []})
+    assert status == 404
+    assert read_log(Path(fake.log.path))[-1]["api"] == "unhandled"
+
+
+def test_the_log_holds_what_the_model_received(fake: FakeModel) -> None:
+    post(fake, "/v1/messages", claude_request([USER]))
+    post(
+        fake,
+        "/v1/messages",
+        claude_request([USER, tool_use(), tool_result("MCP error -32603: Internal error", True)]),
+    )
+    entries = read_log(Path(fake.log.path))
+    assert entries[0]["reply"] == "tool"
+    assert entries[0]["tool"] == "mcp__echo__echo" and entries[0]["results"] == []
+    received = entries[1]["results"]
+    assert received == [
+        {"verdict": "error", "flagged": True, "text": "MCP error -32603: Internal error"}
+    ]
+    assert all(isinstance(e["ts"], float) for e in entries)
+
+
+def test_binds_loopback_only(fake: FakeModel) -> None:
+    assert fake.url.startswith("http://127.0.0.1:")
+
+
+# ------------------------------------------------------------------ the decision itself
+
+
+@pytest.mark.parametrize(
+    ("names", "picked"),
+    [
+        (["Bash", "mcp__echo__fail", "mcp__echo__echo"], "mcp__echo__echo"),
+        (["read_file", "mcp_echo_echo"], "mcp_echo_echo"),
+        (["bash", "echo_echo", "echo_fail"], "echo_echo"),
+        (["fail", "echo"], "echo"),
+        (["Bash", "echoes"], None),
+    ],
+)
+def test_pick_tool(names: list[str], picked: str | None) -> None:
+    assert pick_tool(names) == picked
+
+
+def test_verdicts() -> None:
+    assert ToolResult("echo: hello").verdict == "ok"
+    assert ToolResult("echo: hello", flagged=True).verdict == "error"
+    assert ToolResult('{"text":"echo: hello"},"isError": true').verdict == "error"
+    assert ToolResult("Error POSTing to endpoint (HTTP 503)").verdict == "error"
+
+
+def test_calls_are_bounded_whatever_the_script() -> None:
+    error = ToolResult("boom")
+    turn = Turn("echo", calls=2, results=(error, error), reporting=True)
+    assert decide("again_after_error", turn).kind == "text"
+    assert (
+        decide("again_after_error", Turn("echo", calls=1, results=(error,), reporting=True)).kind
+        == "tool"
+    )
+    # A result that is not the last turn (the client moved on) is not answered with a call.
+    assert decide("again_after_error", Turn("echo", calls=1, results=(error,))).kind == "text"
+
+
+def test_unknown_script_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown script"):
+        FakeModel("twice", tmp_path / "x.log")

@@ -1,0 +1,144 @@
+"""The lab end to end with the two SDK reference clients (no agent download).
+
+The real orchestration (worker processes, the network namespace where the machine allows
+one, the bundled server, mitmdump with the addon and the fault, the fake model) runs
+py-sdk and ts-sdk on three faults and both model scripts; then every matrix cell is checked
+against the recording and the fake model's log it came from.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_layers_lab import matrix
+from mcp_layers_lab.__main__ import main as lab_main
+from mcp_layers_lab.run import SCRIPTS, Plan, RunResult, load_results, run_lab
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+# tests/e2e is not a package; its conftest imports node_peers the same way.
+import node_peers
+
+pytestmark = pytest.mark.e2e
+
+CLIENTS = ("py-sdk", "ts-sdk")
+FAULTS = ("none", "tools_call_503", "session_404")
+RECORD_CLIENT = {"py-sdk": "lab-py-sdk@2.3.0", "ts-sdk": "lab-ts-sdk@1.32.2"}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunResult]]:
+    node_peers.ensure()  # the TS SDK peer (pinned like the lab's ts-sdk) is reused from there
+    out = tmp_path_factory.mktemp("lab")
+    results = run_lab(
+        Plan(CLIENTS, FAULTS, SCRIPTS), out, out / "cache", "auto", 90.0, log=lambda _line: None
+    )
+    return out, results
+
+
+def cells(lab: tuple[Path, list[RunResult]]) -> dict[tuple[str, str], matrix.Cell]:
+    return {(r.client, r.scenario): matrix.build_cell(r) for r in lab[1]}
+
+
+def requests(cell: matrix.Cell, method: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in matrix.read_records(Path(cell.run.run_dir))
+        if r.get("kind") == "request" and r.get("method") == method
+    ]
+
+
+def test_every_run_finished_cleanly(lab: tuple[Path, list[RunResult]]) -> None:
+    runs = lab[1]
+    assert [(r.client, r.scenario) for r in runs] == [
+        (c, s)
+        for c in CLIENTS
+        for s in (
+            "none",
+            "tools_call_503",
+            "tools_call_503+again",
+            "session_404",
+            "session_404+again",
+        )
+    ]
+    for r in runs:
+        assert r.error is None, r
+        assert r.exit_code == 0 and not r.timed_out, r
+        assert r.violations == [] and r.unhandled == [], r
+        records = matrix.read_records(Path(r.run_dir))
+        assert records, r
+        assert {rec["scenario"] for rec in records} == {r.scenario}  # mcp_scenario labels all
+        assert {rec["client"] for rec in records if rec["client"]} == {RECORD_CLIENT[r.client]}
+
+
+def test_no_fault_no_retry(lab: tuple[Path, list[RunResult]]) -> None:
+    for client in CLIENTS:
+        cell = cells(lab)[(client, "none")]
+        assert (cell.retried, cell.attempts_text, cell.reinit) == ("no", "1", False)
+        assert cell.fired == 0
+        assert cell.model == ["ok"] and cell.printed == ["ok"]
+        [call] = requests(cell, "tools/call")
+        assert call["outcome"] == "TOOL_SUCCESS"
+
+
+def test_503_reaches_the_model_and_the_sdks_do_not_retry(
+    lab: tuple[Path, list[RunResult]],
+) -> None:
+    for client in CLIENTS:
+        cell = cells(lab)[(client, "tools_call_503")]
+        [call] = requests(cell, "tools/call")
+        assert call["httpStatuses"] == [503] and call["injected"] is not None
+        assert call["outcome"] == "HTTP_ERROR"
+        assert (cell.retried, cell.how, cell.attempts_text) == ("no", "—", "1")
+        assert cell.model == ["error"] and cell.printed == ["error"]
+
+
+def test_model_driven_reissue_after_a_503(lab: tuple[Path, list[RunResult]]) -> None:
+    for client in CLIENTS:
+        cell = cells(lab)[(client, "tools_call_503+again")]
+        first, second = requests(cell, "tools/call")
+        assert first["outcome"] == "HTTP_ERROR" and second["outcome"] == "TOOL_SUCCESS"
+        assert second["retryOrigin"] == "reissue" and second["retryOf"] == first["id"]
+        assert second["session"] == first["session"]
+        assert second["jsonrpc"]["id"] != first["jsonrpc"]["id"]
+        assert (cell.retried, cell.how, cell.attempts_text) == (
+            "tools/call",
+            "reissue (model)",
+            "2",
+        )
+        assert cell.after == matrix.bucket(second["retryDelayMs"])
+        assert cell.model == ["error", "ok"] and cell.printed == ["error", "ok"]
+        assert not cell.reinit
+
+
+def test_session_404_is_not_recovered_by_the_sdks(lab: tuple[Path, list[RunResult]]) -> None:
+    for client in CLIENTS:
+        cell = cells(lab)[(client, "session_404")]
+        [call] = requests(cell, "tools/call")
+        assert call["httpStatuses"] == [404] and call["injected"] is not None
+        assert len(requests(cell, "initialize")) == 1 and not cell.reinit
+        assert cell.model == ["error"] and cell.printed == ["error"]
+        # Asked again by the model, the SDKs reuse the dead session: a second 404.
+        again = cells(lab)[(client, "session_404+again")]
+        first, second = requests(again, "tools/call")
+        # httpStatuses holds every attempt of the logical call, this one's last.
+        assert (first["httpStatuses"], second["httpStatuses"]) == ([404], [404, 404])
+        assert second["session"] == first["session"]
+        assert again.how == "reissue (model)" and again.model == ["error", "error"]
+
+
+def test_matrix_markdown_and_rebuild(lab: tuple[Path, list[RunResult]]) -> None:
+    out = lab[0]
+    (out / "environment.json").write_text('{"date": "2026-11-30", "Node": "test"}\n')
+    assert lab_main(["--rebuild", str(out)]) == 0
+    text = (out / "MATRIX.md").read_text()
+    assert "2026-11-30" in text and "ts-sdk | 1.32.2" in text and "py-sdk | 2.3.0" in text
+    for client in CLIENTS:
+        assert f"| `none` | {client} | no | — | — | 1 | no | ok | ok |" in text
+        assert f"| `tools_call_503` | {client} | tools/call | reissue (model) | " in text
+    # The same runs give the same matrix.
+    assert lab_main(["--rebuild", str(out)]) == 0
+    assert (out / "MATRIX.md").read_text() == text
+    assert len(load_results(out)) == len(lab[1])

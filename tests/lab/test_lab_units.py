@@ -1,0 +1,235 @@
+"""The lab's small parts, without processes: faults, client entries, trace parsing, cells."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp_layers_core.fault_presets import preset
+from mcp_layers_core.faults import parse_inline
+from mcp_layers_lab import clients, matrix, presets
+from mcp_layers_lab.run import Plan, RunResult, outbound, scenario_name
+
+
+def test_every_fault_is_valid_addon_configuration() -> None:
+    for f in presets.FAULTS:
+        assert f.sets(), f.name
+        if f.preset is not None:
+            preset(f.preset)  # raises for an unknown preset
+        if f.rule is not None:
+            rule = parse_inline(f.rule, source=f.name)
+            assert rule.match.method == (f.method,)
+
+
+def test_the_issue_faults_are_all_there() -> None:
+    names = {f.name for f in presets.FAULTS}
+    assert {
+        "none",
+        "initialize_503",
+        "tools_list_503",
+        "tools_call_503",
+        "tools_call_429",
+        "connection_dropped",
+        "jsonrpc_error",
+        "tool_error",
+        "session_404",
+        "stream_cut",
+    } <= names
+
+
+def test_plan_runs_the_second_script_only_where_the_model_sees_an_error() -> None:
+    plan = Plan(
+        ("py-sdk",), ("none", "initialize_503", "tool_error"), ("once", "again_after_error")
+    )
+    assert list(plan.runs()) == [
+        ("py-sdk", "none", "once"),
+        ("py-sdk", "initialize_503", "once"),
+        ("py-sdk", "tool_error", "once"),
+        ("py-sdk", "tool_error", "again_after_error"),
+    ]
+    assert scenario_name("tool_error", "again_after_error") == "tool_error+again"
+
+
+@pytest.mark.parametrize("entry", clients.CLIENTS, ids=lambda c: c.name)
+def test_client_entries_point_only_at_loopback(entry: clients.Client, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    setup = clients.Setup(
+        home=home,
+        work=tmp_path,
+        mcp_url="http://127.0.0.1:1111/mcp",
+        model_url="http://127.0.0.1:2222",
+        prefix=tmp_path / "prefix",
+        logs=tmp_path,
+    )
+    launch = entry.launch(setup)
+    env = clients.base_env(home) | launch.env
+    assert "PROMPT" not in env and setup.prompt in launch.argv
+    written = " ".join(p.read_text() for p in home.rglob("*") if p.is_file())
+    everything = " ".join([*launch.argv, *env.values(), written])
+    for url in ("http://", "https://"):
+        for part in everything.split(url)[1:]:
+            host = part.split("/")[0].split(":")[0].strip('"')
+            # The opencode schema URL is a JSON-schema name, never fetched.
+            assert host in ("127.0.0.1", "localhost") or part.startswith("opencode.ai/config"), part
+    assert entry.client_info.endswith("@" + entry.version)
+    # No key of the caller's leaks in: the environment is built, not inherited.
+    assert "ANTHROPIC_API_KEY" not in clients.base_env(home)
+
+
+def test_client_pins_are_exact_versions() -> None:
+    for c in clients.CLIENTS:
+        assert c.version.count(".") == 2 and all(p.isdigit() for p in c.version.split("."))
+
+
+def test_outbound_reads_strace_connects(tmp_path: Path) -> None:
+    trace = tmp_path / "connect.trace"
+    trace.write_text(
+        "101 connect(3, {sa_family=AF_INET, sin_port=htons(8080), "
+        'sin_addr=inet_addr("127.0.0.1")}, 16) = 0\n'
+        '101 connect(4, {sa_family=AF_UNIX, sun_path="/var/run/nscd/socket"}, 110) = -1 ENOENT\n'
+        "102 connect(5, {sa_family=AF_INET6, sin6_port=htons(443), sin6_flowinfo=htonl(0), "
+        'inet_pton(AF_INET6, "::1", &sin6_addr), sin6_scope_id=0}, 28) = 0\n'
+        "102 connect(6, {sa_family=AF_INET, sin_port=htons(443), "
+        'sin_addr=inet_addr("140.82.112.3")}, 16) = -1 ENETUNREACH (Network is unreachable)\n'
+        "103 connect(7, {sa_family=AF_INET6, sin6_port=htons(53), sin6_flowinfo=htonl(0), "
+        'inet_pton(AF_INET6, "2001:4860:4860::8888", &sin6_addr), sin6_scope_id=0}, 28 '
+        "<unfinished ...>\n"
+        "104 connect(8, {sa_family=AF_INET6, sin6_port=htons(80), sin6_flowinfo=htonl(0), "
+        'inet_pton(AF_INET6, "::ffff:127.0.0.1", &sin6_addr), sin6_scope_id=0}, 28) = 0\n'
+        "102 connect(9, {sa_family=AF_INET, sin_port=htons(443), "
+        'sin_addr=inet_addr("140.82.112.3")}, 16) = -1 ENETUNREACH\n'
+    )
+    assert outbound(trace) == ["140.82.112.3:443", "[2001:4860:4860::8888]:53"]
+    assert outbound(tmp_path / "absent") == []
+
+
+@pytest.mark.parametrize(
+    ("ms", "name"),
+    [
+        (3.0, "<0.2 s"),
+        (150.0, "<0.2 s"),
+        (250.0, "0.2–0.7 s"),
+        (1000.0, "0.7–1.8 s"),
+        (2001.0, "1.8–10 s"),
+        (None, "?"),
+    ],
+)
+def test_buckets(ms: float | None, name: str) -> None:
+    assert matrix.bucket(ms) == name
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("MCP error -32603: Internal error", "-32603"),
+        ("Injected tool failure", "isError"),
+        ("Streamable HTTP error: Error POSTing to endpoint (HTTP 503)", "503"),
+        ("MCPError: Session terminated", "session"),
+        ("", ""),
+    ],
+)
+def test_hints(text: str, key: str) -> None:
+    assert matrix.hint(text) == key
+
+
+def test_printed_verdicts(tmp_path: Path) -> None:
+    out = tmp_path / "client.out"
+    out.write_text('{"type":"result","result":"LAB-DONE results=error,ok"}\n')
+    assert matrix.printed_verdicts(out) == ["error", "ok"]
+    out.write_text("LAB-DONE results=none\n")
+    assert matrix.printed_verdicts(out) == []
+    out.write_text("nothing\n")
+    assert matrix.printed_verdicts(out) is None
+
+
+def _record(id_: int, method: str, outcome: str, ts: str, **kw: object) -> dict[str, object]:
+    return {
+        "v": 1,
+        "id": id_,
+        "kind": "request",
+        "ts": ts,
+        "durationMs": 5.0,
+        "client": "lab-py-sdk@2.3.0",
+        "method": method,
+        "outcome": outcome,
+        "retryOrigin": "none",
+        "attempt": 1,
+        "retryOf": None,
+        "retryDelayMs": None,
+        "retryAfterHonored": None,
+        "injected": None,
+        **kw,
+    }
+
+
+def test_cell_from_a_recording(tmp_path: Path) -> None:
+    """A model-driven re-issue after an injected 503: every column from the files."""
+    records = [
+        _record(1, "initialize", "SUCCESS", "2026-11-30T10:00:00.000Z"),
+        _record(
+            2,
+            "tools/call",
+            "HTTP_ERROR",
+            "2026-11-30T10:00:01.000Z",
+            injected={"rule": "x", "action": "http_status"},
+        ),
+        _record(
+            3,
+            "tools/call",
+            "TOOL_SUCCESS",
+            "2026-11-30T10:00:01.200Z",
+            retryOrigin="reissue",
+            attempt=2,
+            retryOf=2,
+            retryDelayMs=250.0,
+        ),
+    ]
+    (tmp_path / "mcp-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    t0 = 1796032800.0  # 2026-11-30T10:00:00Z
+    log = [
+        {"ts": t0 + 0.5, "tool": "echo", "results": [], "reply": "tool"},
+        {
+            "ts": t0 + 1.1,
+            "tool": "echo",
+            "reply": "tool",
+            "results": [{"verdict": "error", "text": "HTTP 503"}],
+        },
+        {
+            "ts": t0 + 1.3,
+            "tool": "echo",
+            "reply": "text",
+            "results": [
+                {"verdict": "error", "text": "HTTP 503"},
+                {"verdict": "ok", "text": "echo: hello"},
+            ],
+        },
+    ]
+    (tmp_path / "model.log").write_text("".join(json.dumps(e) + "\n" for e in log))
+    (tmp_path / "client.out").write_text("LAB-DONE results=error,ok\n")
+    run = RunResult(
+        "py-sdk",
+        "2.3.0",
+        "tools_call_503",
+        "again_after_error",
+        "tools_call_503+again",
+        str(tmp_path),
+        exit_code=0,
+    )
+    cell = matrix.build_cell(run)
+    assert (cell.retried, cell.how, cell.after, cell.attempts_text) == (
+        "tools/call",
+        "reissue (model)",
+        "0.2–0.7 s",
+        "2",
+    )
+    assert not cell.reinit and cell.fired == 1
+    assert cell.model_text == "error (503) → ok"
+    assert cell.printed_text == "error,ok" and cell.agrees and not cell.notes
+    text = matrix.render([cell], {"Node": "v20"}, "2026-11-30")
+    assert (
+        "| `tools_call_503` | py-sdk | tools/call | reissue (model) | 0.2–0.7 s | 2 | no "
+        "| error (503) → ok | error,ok |"
+    ) in text
+    assert "2026-11-30" in text and "2.3.0" in text
