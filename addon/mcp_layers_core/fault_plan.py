@@ -289,9 +289,12 @@ def _reply(rule: FaultRule, reply: Reply) -> Decision:
 
 
 def _http_status(name: str, a: HttpStatus, acted: int, request: RequestView) -> Decision | None:
-    if acted > len(a.statuses):
+    if len(a.statuses) == 1:
+        status = a.statuses[0]  # a single status applies to every selected call
+    elif acted > len(a.statuses):
         return None  # the sequence is spent: later calls pass (docs/faults.md)
-    status = a.statuses[acted - 1]
+    else:
+        status = a.statuses[acted - 1]
     if 200 <= status < 300 and a.body is None and a.error is None:
         return None  # a 2xx in a sequence means "let this one through"
     headers: list[tuple[str, str]] = []

@@ -452,11 +452,16 @@ class Tracker:
         else:
             client = session.client or self._client_by_agent.get(agent)
         version = meta.get(META_PROTOCOL_VERSION)
-        if not isinstance(version, str):
-            version = headers.get("mcp-protocol-version") or session.protocol_version
-        elif session.protocol_version is None:
-            session.protocol_version = version
-        return client, version
+        if isinstance(version, str):
+            # 2026-07-28 names its version per request: nothing for the session to keep.
+            return client, version
+        if msg.get("method") == "initialize":
+            # A handshake starts afresh: what it asks for until its result says what
+            # was negotiated (an older probe on the same stand-in does not count).
+            params = msg.get("params")
+            asked = params.get("protocolVersion") if isinstance(params, dict) else None
+            return client, asked if isinstance(asked, str) else None
+        return client, headers.get("mcp-protocol-version") or session.protocol_version
 
     def _identity(self, x: Exchange) -> Identity:
         return (_host(x.peer), x.user_agent, x.client)

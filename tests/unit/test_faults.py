@@ -1031,3 +1031,13 @@ def test_real_streams_are_cut_before_their_final_response(path: Path) -> None:
         assert all(not same_id(m.get("id"), rpc_id) for m in sse_messages(out))
         # At an event boundary: what is left starts a new event.
         assert out == b"" or out.endswith(b"\n\n")
+
+
+def test_a_single_status_fails_every_selected_call() -> None:
+    """`errors.unavailable` is a server that is down: not only its first call fails."""
+    from mcp_layers_core.fault_presets import preset
+
+    plan = FaultPlan(preset("errors.unavailable"))
+    view = request_view(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}', session="s")
+    decisions = [plan.decide(view) for _ in range(4)]
+    assert [d.reply.status if d and d.reply else None for d in decisions] == [503, 503, 503, 503]
