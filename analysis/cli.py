@@ -63,32 +63,58 @@ def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) 
         return parse_time(value)
     except ValueError:
         raise click.BadParameter(
-            f"{value!r} is not an ISO-8601 date or time; try 2026-11-30 or "
-            "2026-11-30T15:02:51Z") from None
+            f"{value!r} is not an ISO-8601 date or time; try 2026-11-30 or 2026-11-30T15:02:51Z"
+        ) from None
 
 
 def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """PATHS and the options every command shares, gathered into one `reading` argument."""
     options = [
         click.argument("paths", nargs=-1, required=True, metavar="PATH..."),
-        click.option("-f", "--format", "fmt", type=click.Choice([f.value for f in OutputFormat]),
-                     default=OutputFormat.TABLE.value, show_default=True,
-                     help="Output format. JSON is one array of objects."),
-        click.option("--client", multiple=True, metavar="NAME[@VERSION]",
-                     help="Only this client (every version when no @VERSION). Repeatable."),
+        click.option(
+            "-f",
+            "--format",
+            "fmt",
+            type=click.Choice([f.value for f in OutputFormat]),
+            default=OutputFormat.TABLE.value,
+            show_default=True,
+            help="Output format. JSON is one array of objects.",
+        ),
+        click.option(
+            "--client",
+            multiple=True,
+            metavar="NAME[@VERSION]",
+            help="Only this client (every version when no @VERSION). Repeatable.",
+        ),
         click.option("--method", multiple=True, help="Only this JSON-RPC method. Repeatable."),
         click.option("--tool", multiple=True, help="Only calls of this tool. Repeatable."),
         click.option("--scenario", multiple=True, help="Only this scenario label. Repeatable."),
-        click.option("--since", callback=_time_option, metavar="TIME",
-                     help="Only records at or after TIME (ISO-8601, UTC unless it says)."),
-        click.option("--until", callback=_time_option, metavar="TIME",
-                     help="Only records before TIME."),
-        click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-                     help="Worker processes [default: the cores available]."),
-        click.option("--strict", is_flag=True,
-                     help="Exit 2 if any line is not a record (they are skipped either way)."),
-        click.option("--progress/--no-progress", default=True,
-                     help="A progress bar on stderr for big inputs, when it is a terminal."),
+        click.option(
+            "--since",
+            callback=_time_option,
+            metavar="TIME",
+            help="Only records at or after TIME (ISO-8601, UTC unless it says).",
+        ),
+        click.option(
+            "--until", callback=_time_option, metavar="TIME", help="Only records before TIME."
+        ),
+        click.option(
+            "-j",
+            "--jobs",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Worker processes [default: the cores available].",
+        ),
+        click.option(
+            "--strict",
+            is_flag=True,
+            help="Exit 2 if any line is not a record (they are skipped either way).",
+        ),
+        click.option(
+            "--progress/--no-progress",
+            default=True,
+            help="A progress bar on stderr for big inputs, when it is a terminal.",
+        ),
     ]
 
     def wrapper(**kwargs: Any) -> Any:
@@ -120,17 +146,28 @@ BY_CHOICES = ("client", "version", "scenario")
 
 
 def by_option(*, repeatable: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    help_text = ("Group by: client (name@version), version (negotiated protocol version) or "
-                 "scenario.")
+    help_text = (
+        "Group by: client (name@version), version (negotiated protocol version) or scenario."
+    )
     if repeatable:
         help_text += " Give it twice for one group per pair, e.g. --by client --by scenario."
-    return click.option("--by", type=click.Choice(BY_CHOICES),
-                        multiple=True, default=("client",), show_default=True,
-                        help=help_text)
+    return click.option(
+        "--by",
+        type=click.Choice(BY_CHOICES),
+        multiple=True,
+        default=("client",),
+        show_default=True,
+        help=help_text,
+    )
 
 
-top_option = click.option("--top", type=click.IntRange(min=1), default=5, show_default=True,
-                          help="JSON-RPC error codes and HTTP statuses listed per group.")
+top_option = click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="JSON-RPC error codes and HTTP statuses listed per group.",
+)
 
 
 # --------------------------------------------------------------------- reading
@@ -145,13 +182,18 @@ def read(reading: Reading, job: engine.Job) -> engine.Report:
     if any(s.path is None for s in sources) and inputs.stdin_is_terminal():
         raise UsageFailure("'-' reads records from stdin, but nothing is piped in")
     total = inputs.total_size(sources)
-    show_bar = (reading.progress and total is not None and total >= PROGRESS_MIN_BYTES
-                and _is_terminal(sys.stderr))
+    show_bar = (
+        reading.progress
+        and total is not None
+        and total >= PROGRESS_MIN_BYTES
+        and _is_terminal(sys.stderr)
+    )
     with contextlib.ExitStack() as stack:
         advance = None
         if show_bar:
-            bar = stack.enter_context(click.progressbar(length=total, label="reading",
-                                                        file=sys.stderr))
+            bar = stack.enter_context(
+                click.progressbar(length=total, label="reading", file=sys.stderr)
+            )
             advance = bar.update
         try:
             report = engine.run(job, sources, jobs=reading.jobs, warn=_warn, progress=advance)
@@ -163,8 +205,7 @@ def read(reading: Reading, job: engine.Job) -> engine.Report:
         _warn(message)
     if report.bad_lines:
         noun = "line" if report.bad_lines == 1 else "lines"
-        _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped "
-              f"({report.records} records read)")
+        _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)")
         if reading.strict:
             raise UsageFailure("bad lines in the input (--strict)")
     return report
@@ -360,8 +401,10 @@ def show(reading: Reading, session: str) -> None:
     if not job.entries:
         write(reading, sessions_mod.SHOW_HEADERS, [])
         if report.records:
-            _warn(f"mcp-layers: no records of session {session} "
-                  "(list them with: mcp-layers sessions PATH)")
+            _warn(
+                f"mcp-layers: no records of session {session} "
+                "(list them with: mcp-layers sessions PATH)"
+            )
             raise SystemExit(ExitStatus.NOTHING_MATCHED)
         nothing_matched(reading, report)
     write(reading, sessions_mod.SHOW_HEADERS, job.rows())

@@ -62,8 +62,9 @@ def table(job: CompareJob, *, top: int) -> tuple[list[str], list[list[Cell]]]:
     """Headers (`figure`, then one per group) and rows."""
     rolled = job.summary.rolled
     retry_figs = all_figures(job.retries, same_rows=True)
-    groups = sorted({g for g, _ in rolled} | set(retry_figs),
-                    key=lambda g: tuple(label(x) for x in g))
+    groups = sorted(
+        {g for g, _ in rolled} | set(retry_figs), key=lambda g: tuple(label(x) for x in g)
+    )
     columns: dict[tuple[Any, ...], dict[str, Cell]] = {}
     order: dict[str, int] = {}  # figure name -> first position seen
     summary_names = _summary_names(rolled, top)
@@ -100,8 +101,9 @@ def _compare_cell(f: Figure) -> Cell:
 
 
 # Summary figures: (name, how to get it from a group's organic and injected breakdowns).
-def _summary_names(rolled: dict[tuple[Any, str], Breakdown], top: int
-                   ) -> list[tuple[str, tuple[str, Any]]]:
+def _summary_names(
+    rolled: dict[tuple[Any, str], Breakdown], top: int
+) -> list[tuple[str, tuple[str, Any]]]:
     """Every summary figure some group has, in table order, with how to compute it."""
     layers: set[Any] = set()
     outcomes: set[Any] = set()
@@ -131,21 +133,31 @@ def _summary_names(rolled: dict[tuple[Any, str], Breakdown], top: int
         ("latency p95 (ms)", ("p", 1)),
         ("latency p99 (ms)", ("p", 2)),
     ]
-    out += [(f"failed at {label(x)}", ("layer_failed", x))
-            for x in sorted(layers, key=lambda x: layer_rank(x or ""))]
-    out += [(f"outcome {label(x)}", ("outcome", x))
-            for x in sorted(outcomes, key=lambda x: outcome_rank(x or ""))]
+    out += [
+        (f"failed at {label(x)}", ("layer_failed", x))
+        for x in sorted(layers, key=lambda x: layer_rank(x or ""))
+    ]
+    out += [
+        (f"outcome {label(x)}", ("outcome", x))
+        for x in sorted(outcomes, key=lambda x: outcome_rank(x or ""))
+    ]
     for m in sorted(methods, key=lambda k: (-methods[k], str(k))):
-        out += [(f"method {m}: calls", ("method_calls", m)),
-                (f"method {m}: failure rate", ("method_failed", m))]
+        out += [
+            (f"method {m}: calls", ("method_calls", m)),
+            (f"method {m}: failure rate", ("method_failed", m)),
+        ]
     for t in sorted(tools, key=lambda k: (-tools[k], str(k))):
-        out += [(f"tool {t}: calls", ("tool_calls", t)),
-                (f"tool {t}: failure rate", ("tool_failed", t))]
+        out += [
+            (f"tool {t}: calls", ("tool_calls", t)),
+            (f"tool {t}: failure rate", ("tool_failed", t)),
+        ]
     out += [(f"JSON-RPC error {c}", ("code", c)) for c in sorted(codes)]
     out += [(f"HTTP status {s}", ("status", s)) for s in sorted(statuses)]
     if injected:
-        out += [("injected calls", ("injected_calls", None)),
-                ("injected failure rate", ("injected_failed", None))]
+        out += [
+            ("injected calls", ("injected_calls", None)),
+            ("injected failure rate", ("injected_failed", None)),
+        ]
     return out
 
 
@@ -153,8 +165,9 @@ def _top(section: dict[Any, Tally], top: int) -> list[tuple[Any, Tally]]:
     return sorted(section.items(), key=lambda kv: (-kv[1].calls, str(kv[0])))[:top]
 
 
-def _summary_figures(organic: Breakdown | None, injected: Breakdown | None,
-                     names: list[tuple[str, tuple[str, Any]]]) -> Iterator[tuple[str, Cell]]:
+def _summary_figures(
+    organic: Breakdown | None, injected: Breakdown | None, names: list[tuple[str, tuple[str, Any]]]
+) -> Iterator[tuple[str, Cell]]:
     bd = organic if organic is not None else Breakdown()
     total = bd.total.calls
     pct = bd.total.percentiles()
@@ -198,4 +211,3 @@ def _summary_figures(organic: Breakdown | None, injected: Breakdown | None,
         else:  # pragma: no cover - names come from _summary_names
             raise AssertionError(what)
         yield name, value
-

@@ -96,10 +96,17 @@ class Report:
 Warn = Callable[[str], None]
 
 
-def run(job: Job, sources: Sequence[Source], *, jobs: int, warn: Warn,
-        progress: Callable[[int], None] | None = None, range_bytes: int = RANGE_BYTES,
-        block_bytes: int = BLOCK_BYTES, parallel_min_bytes: int = PARALLEL_MIN_BYTES
-        ) -> Report:
+def run(
+    job: Job,
+    sources: Sequence[Source],
+    *,
+    jobs: int,
+    warn: Warn,
+    progress: Callable[[int], None] | None = None,
+    range_bytes: int = RANGE_BYTES,
+    block_bytes: int = BLOCK_BYTES,
+    parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+) -> Report:
     """Feed every record of `sources` to `job`; returns counts of records and bad lines.
 
     `warn` gets each bad-line message (`path:lineno: reason`) as it is found, in input
@@ -140,8 +147,14 @@ def _chain(first: list[Task], rest: Iterator[Task]) -> Iterator[Task]:
 class _Plan:
     """Tasks for all sources in order; streams are read here, a block at a time."""
 
-    def __init__(self, sources: Sequence[Source], lines: _LineNumbers, range_bytes: int,
-                 block_bytes: int, progress: Callable[[int], None] | None) -> None:
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        lines: _LineNumbers,
+        range_bytes: int,
+        block_bytes: int,
+        progress: Callable[[int], None] | None,
+    ) -> None:
         self.sources = sources
         self.lines = lines
         self.range_bytes = range_bytes
@@ -176,7 +189,8 @@ class _Plan:
                 except TruncatedStream:
                     self.messages.append(
                         f"{source.name}: compressed stream ends early (a copy cut short?); "
-                        "read what was there")
+                        "read what was there"
+                    )
 
 
 class _LineNumbers:
@@ -210,8 +224,15 @@ class _LineNumbers:
 class _Consumer:
     """Takes finished tasks in input order: bad-line messages, ordered parts, progress."""
 
-    def __init__(self, job: Job, sources: Sequence[Source], lines: _LineNumbers,
-                 report: Report, warn: Warn, progress: Callable[[int], None] | None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        sources: Sequence[Source],
+        lines: _LineNumbers,
+        report: Report,
+        warn: Warn,
+        progress: Callable[[int], None] | None,
+    ) -> None:
         self.job = job
         self.sources = sources
         self.lines = lines
@@ -244,8 +265,9 @@ class _Consumer:
                 self.warn(f"{name}:{self.lines.line(d)}: {d.reason}")
                 self.shown[task.source] = shown + 1
         if msg.newer is not None:
-            raise NewerRecordVersion(msg.newer_version,
-                                     where=f"{name}:{self.lines.line(msg.newer)}")
+            raise NewerRecordVersion(
+                msg.newer_version, where=f"{name}:{self.lines.line(msg.newer)}"
+            )
         if msg.part is not None:
             self.job.consume(msg.part, task)
         if self.progress is not None and task.data is None:
@@ -253,8 +275,11 @@ class _Consumer:
 
     def not_shown(self) -> list[str]:
         """One line per input with more bad lines than were shown."""
-        return [f"{self.sources[s].name}: {n - self.shown.get(s, 0)} more bad lines not shown"
-                for s, n in sorted(self.bad.items()) if n > self.shown.get(s, 0)]
+        return [
+            f"{self.sources[s].name}: {n - self.shown.get(s, 0)} more bad lines not shown"
+            for s, n in sorted(self.bad.items())
+            if n > self.shown.get(s, 0)
+        ]
 
     @property
     def in_flight(self) -> int:
@@ -264,8 +289,14 @@ class _Consumer:
 # --------------------------------------------------------------------- doing a task
 
 
-def _do_task(job: Job, state: Any, decoder: BlockDecoder, sources: Sequence[Source],
-             task: Task, block_bytes: int) -> _TaskDone:
+def _do_task(
+    job: Job,
+    state: Any,
+    decoder: BlockDecoder,
+    sources: Sequence[Source],
+    task: Task,
+    block_bytes: int,
+) -> _TaskDone:
     msg = _TaskDone(task.number, 0, [], 0, None)
     if task.data is not None:
         blocks: Iterator[tuple[int, bytes | memoryview]] = iter(((task.offset, task.data),))
@@ -294,11 +325,16 @@ def _do_task(job: Job, state: Any, decoder: BlockDecoder, sources: Sequence[Sour
 def _keep_bad(msg: _TaskDone, source: int, offset: int, bad: list[BadLine]) -> None:
     msg.bad_total += len(bad)
     room = MAX_REPORTED_BAD_LINES - len(msg.bad)
-    msg.bad.extend(Diagnostic(source, offset, b.index, b.reason) for b in bad[:max(room, 0)])
+    msg.bad.extend(Diagnostic(source, offset, b.index, b.reason) for b in bad[: max(room, 0)])
 
 
-def _run_here(job: Job, sources: Sequence[Source], tasks: Iterator[Task],
-              consumer: _Consumer, block_bytes: int) -> None:
+def _run_here(
+    job: Job,
+    sources: Sequence[Source],
+    tasks: Iterator[Task],
+    consumer: _Consumer,
+    block_bytes: int,
+) -> None:
     decoder = BlockDecoder(job.fields)
     state = job.new_state()
     collecting = gc.isenabled()
@@ -316,8 +352,9 @@ def _run_here(job: Job, sources: Sequence[Source], tasks: Iterator[Task],
 # --------------------------------------------------------------------- worker processes
 
 
-def _worker(job: Job, sources: Sequence[Source], tasks: Any, results: Any,
-            block_bytes: int) -> None:
+def _worker(
+    job: Job, sources: Sequence[Source], tasks: Any, results: Any, block_bytes: int
+) -> None:
     # Ctrl-C is the main process's to handle; it stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The hot loops make no reference cycles; collections would only cost time.
@@ -335,8 +372,14 @@ def _worker(job: Job, sources: Sequence[Source], tasks: Any, results: Any,
         results.put(("error", traceback.format_exc()))
 
 
-def _run_workers(job: Job, sources: Sequence[Source], tasks: Iterator[Task],
-                 consumer: _Consumer, jobs: int, block_bytes: int) -> None:
+def _run_workers(
+    job: Job,
+    sources: Sequence[Source],
+    tasks: Iterator[Task],
+    consumer: _Consumer,
+    jobs: int,
+    block_bytes: int,
+) -> None:
     import multiprocessing  # only here: in-process runs need not import it
 
     methods = multiprocessing.get_all_start_methods()
@@ -345,8 +388,10 @@ def _run_workers(job: Job, sources: Sequence[Source], tasks: Iterator[Task],
     result_q: Any = ctx.Queue()
     # Start the workers before anything is put on a queue: a put starts a feeder thread,
     # and forking a process that has threads is unsafe.
-    procs = [ctx.Process(target=_worker, args=(job, sources, task_q, result_q, block_bytes),
-                         daemon=True) for _ in range(jobs)]
+    procs = [
+        ctx.Process(target=_worker, args=(job, sources, task_q, result_q, block_bytes), daemon=True)
+        for _ in range(jobs)
+    ]
     for p in procs:
         p.start()
     window = jobs * STREAM_TASKS_PER_WORKER + jobs
@@ -391,7 +436,8 @@ def _next_message(results: Any, procs: Sequence[Any]) -> Any:
             dead = [p for p in procs if p.exitcode not in (None, 0)]
             if dead:
                 raise AnalysisError(
-                    f"a worker process died (exit code {dead[0].exitcode})") from None
+                    f"a worker process died (exit code {dead[0].exitcode})"
+                ) from None
 
 
 def default_jobs() -> int:

@@ -24,8 +24,9 @@ class NewerRecordVersion(AnalysisError):
     found before it in the same block, so they are still reported.
     """
 
-    def __init__(self, version: int, *, index: int = -1, where: str = "",
-                 earlier: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, version: int, *, index: int = -1, where: str = "", earlier: Sequence[Any] = ()
+    ) -> None:
         super().__init__(version, index, where)
         self.version = version
         self.index = index
@@ -34,5 +35,7 @@ class NewerRecordVersion(AnalysisError):
 
     def __str__(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
-        return (f"{prefix}record version {self.version} is newer than this mcp-layers reads "
-                f"({RECORD_VERSION}); upgrade mcp-layers")
+        return (
+            f"{prefix}record version {self.version} is newer than this mcp-layers reads "
+            f"({RECORD_VERSION}); upgrade mcp-layers"
+        )

@@ -29,8 +29,9 @@ class Filters:
 
     @property
     def active(self) -> bool:
-        return bool(self.clients or self.methods or self.tools or self.scenarios
-                    or self.since or self.until)
+        return bool(
+            self.clients or self.methods or self.tools or self.scenarios or self.since or self.until
+        )
 
     def fields(self) -> tuple[str, ...]:
         """Record fields the filters read."""

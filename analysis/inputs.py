@@ -87,17 +87,22 @@ def _expand_one(arg: str) -> list[str]:
     p = Path(arg)
     if p.is_dir():
         found = sorted(
-            (str(f) for f in p.rglob("*")
-             if f.is_file() and (f.name.endswith(".jsonl") or f.name.endswith(".jsonl.gz"))),
-            key=recording_order)
+            (
+                str(f)
+                for f in p.rglob("*")
+                if f.is_file() and (f.name.endswith(".jsonl") or f.name.endswith(".jsonl.gz"))
+            ),
+            key=recording_order,
+        )
         if not found:
             raise InputError(f"no *.jsonl or *.jsonl.gz files under {arg}")
         return found
     if p.exists():
         return [arg]
     if glob.has_magic(arg):
-        matches = sorted((m for m in glob.glob(arg, recursive=True) if not os.path.isdir(m)),
-                         key=recording_order)
+        matches = sorted(
+            (m for m in glob.glob(arg, recursive=True) if not os.path.isdir(m)), key=recording_order
+        )
         if not matches:
             raise InputError(f"no file matches {arg}")
         return matches
@@ -139,8 +144,9 @@ def total_size(sources: Sequence[Source]) -> int | None:
     return sum(n for n in sizes if n is not None)
 
 
-def range_tasks(source: Source, index: int, first_number: int,
-                range_bytes: int = RANGE_BYTES) -> list[Task]:
+def range_tasks(
+    source: Source, index: int, first_number: int, range_bytes: int = RANGE_BYTES
+) -> list[Task]:
     """Split a regular file into ranges of about `range_bytes` at line boundaries."""
     assert source.path is not None and source.size is not None
     size = source.size
@@ -172,8 +178,9 @@ def range_tasks(source: Source, index: int, first_number: int,
     ]
 
 
-def read_range(path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
-               ) -> Iterator[tuple[int, memoryview]]:
+def read_range(
+    path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, memoryview]]:
     """Blocks of whole lines from a file range, with the offset each starts at.
 
     The blocks are views into one buffer that is reused: use each before asking for the
@@ -192,7 +199,7 @@ def read_range(path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
                 bigger[:kept] = buf  # (views of the old one may live on; it cannot grow)
                 buf, view = bigger, memoryview(bigger)
             want = min(len(buf) - kept, end - pos)
-            got = f.readinto(view[kept:kept + want])
+            got = f.readinto(view[kept : kept + want])
             if not got:
                 break  # the file shrank under us; read what was there
             pos += got
@@ -250,8 +257,9 @@ class _Unclosable(io.RawIOBase):
         return self.inner.tell()
 
 
-def stream_blocks(stream: BinaryIO, block_bytes: int = BLOCK_BYTES
-                  ) -> Iterator[tuple[int, bytes, bool]]:
+def stream_blocks(
+    stream: BinaryIO, block_bytes: int = BLOCK_BYTES
+) -> Iterator[tuple[int, bytes, bool]]:
     """Blocks of whole lines from a stream: (offset, data, final); the last is final.
 
     An empty stream gives one empty final block. Raises TruncatedStream after the last

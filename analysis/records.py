@@ -53,8 +53,12 @@ def msgspec_available() -> bool:
 
 # --------------------------------------------------------------------- the checker
 
-_SCALAR_NAMES: Final = {"int": "an integer", "float": "a number", "str": "a string",
-                        "bool": "true or false"}
+_SCALAR_NAMES: Final = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+}
 
 
 def _type_name(value: object) -> str:
@@ -107,8 +111,10 @@ Converter = Callable[[Any], Any]
 
 
 def _invalid(name: str, expected: str, value: object) -> _Invalid:
-    return _Invalid(f"not a valid v{RECORD_VERSION} record: {name} should be {expected} or "
-                    f"null, not {_type_name(value)}, skipped")
+    return _Invalid(
+        f"not a valid v{RECORD_VERSION} record: {name} should be {expected} or "
+        f"null, not {_type_name(value)}, skipped"
+    )
 
 
 def _converter(name: str, kind: str) -> Converter:
@@ -121,8 +127,7 @@ def _converter(name: str, kind: str) -> Converter:
         def nested(v: Any) -> Any:
             if type(v) is not dict:
                 raise _invalid(name, "an object", v)
-            return cls._make([None if (x := v.get(m)) is None else conv(x)
-                              for m, conv in members])
+            return cls._make([None if (x := v.get(m)) is None else conv(x) for m, conv in members])
 
         return nested
     if kind.startswith("list["):
@@ -133,8 +138,10 @@ def _converter(name: str, kind: str) -> Converter:
                 raise _invalid(name, _expected(kind), v)
             for i, x in enumerate(v):
                 if not _scalar_ok(inner, x):
-                    raise _Invalid(f"not a valid v{RECORD_VERSION} record: {name}[{i}] should "
-                                   f"be {_SCALAR_NAMES[inner]}, not {_type_name(x)}, skipped")
+                    raise _Invalid(
+                        f"not a valid v{RECORD_VERSION} record: {name}[{i}] should "
+                        f"be {_SCALAR_NAMES[inner]}, not {_type_name(x)}, skipped"
+                    )
             return v
 
         return listed
@@ -219,8 +226,17 @@ SEED_VOCABULARY: Final[dict[str, tuple[str, ...]]] = {
     "retryOrigin": ("none", *RETRY_ORIGINS),
     "toolSafety": ("read_only", "idempotent", "unsafe", "unknown"),
     "endReason": ("delete", "not_found", "shutdown"),
-    "method": ("initialize", "notifications/initialized", "tools/list", "tools/call", "ping",
-               "resources/list", "resources/read", "prompts/list", "prompts/get"),
+    "method": (
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+        "tools/call",
+        "ping",
+        "resources/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+    ),
     "client": (),
     "scenario": (),
     "protocolVersion": (),
@@ -238,8 +254,9 @@ def _struct_type(fields: Sequence[str], vocabulary: dict[str, set[str] | None]) 
     """
     assert msgspec is not None
     nested = {
-        name: msgspec.defstruct(name, [(m, _py_type(k) | None, None) for m, k in members.items()],
-                                gc=False, frozen=True)
+        name: msgspec.defstruct(
+            name, [(m, _py_type(k) | None, None) for m, k in members.items()], gc=False, frozen=True
+        )
         for name, members in NESTED.items()
     }
 
@@ -291,8 +308,9 @@ class BlockDecoder:
             self._plain = msgspec.json.Decoder(_struct_type(self.fields, {}))
             self._literal = msgspec.json.Decoder(_struct_type(self.fields, self.vocabulary))
 
-    def decode(self, data: bytes | memoryview, *, final: bool = True
-               ) -> tuple[list[Any], list[BadLine]]:
+    def decode(
+        self, data: bytes | memoryview, *, final: bool = True
+    ) -> tuple[list[Any], list[BadLine]]:
         if not self.fast:
             return self._by_line(bytes(data), final)
         try:

@@ -85,8 +85,9 @@ class RowWriter(ABC):
     def close(self) -> None: ...
 
 
-def open_writer(headers: Sequence[str], fmt: OutputFormat, out: TextIO, *,
-                color: bool = False) -> RowWriter:
+def open_writer(
+    headers: Sequence[str], fmt: OutputFormat, out: TextIO, *, color: bool = False
+) -> RowWriter:
     """A writer for `fmt`; `color` only affects tables."""
     match fmt:
         case OutputFormat.TABLE:
@@ -103,8 +104,14 @@ def open_writer(headers: Sequence[str], fmt: OutputFormat, out: TextIO, *,
             assert_never(fmt)
 
 
-def render(headers: Sequence[str], rows: Iterable[Sequence[Cell]], fmt: OutputFormat,
-           out: TextIO, *, color: bool = False) -> int:
+def render(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Cell]],
+    fmt: OutputFormat,
+    out: TextIO,
+    *,
+    color: bool = False,
+) -> int:
     """Write all rows; returns how many there were."""
     writer = open_writer(headers, fmt, out, color=color)
     for row in rows:
@@ -248,18 +255,22 @@ class _Table(_Sampled):
         self.widths = [max(len(p) for p in parts) for parts in self.head_parts]
 
     def _cells(self, texts: Sequence[str]) -> str:
-        parts = [t.rjust(w) if r else t.ljust(w)
-                 for t, w, r in zip(texts, self.widths, self.right, strict=True)]
+        parts = [
+            t.rjust(w) if r else t.ljust(w)
+            for t, w, r in zip(texts, self.widths, self.right, strict=True)
+        ]
         return "  ".join(parts).rstrip()
 
     def _head(self) -> None:
         depth = max(len(parts) for parts in self.head_parts)
         # Bottom-aligned: a one-part header sits on the last line, next to the rule.
         head = "\n".join(
-            self._cells([
-                parts[k - depth + len(parts)] if k >= depth - len(parts) else ""
-                for parts in self.head_parts
-            ])
+            self._cells(
+                [
+                    parts[k - depth + len(parts)] if k >= depth - len(parts) else ""
+                    for parts in self.head_parts
+                ]
+            )
             for k in range(depth)
         )
         rule = "  ".join("-" * w for w in self.widths)
@@ -279,13 +290,17 @@ class _Markdown(_Sampled):
 
     def _head(self) -> None:
         self.out.write(self._cells(self.headers) + "\n")
-        rule = ["-" * max(w - 1, 2) + ":" if r else "-" * max(w, 3)
-                for w, r in zip(self.widths, self.right, strict=True)]
+        rule = [
+            "-" * max(w - 1, 2) + ":" if r else "-" * max(w, 3)
+            for w, r in zip(self.widths, self.right, strict=True)
+        ]
         self.out.write("| " + " | ".join(rule) + " |\n")
 
     def _cells(self, texts: Sequence[str]) -> str:
-        parts = [t.rjust(w) if r else t.ljust(w)
-                 for t, w, r in zip(texts, self.widths, self.right, strict=True)]
+        parts = [
+            t.rjust(w) if r else t.ljust(w)
+            for t, w, r in zip(texts, self.widths, self.right, strict=True)
+        ]
         return "| " + " | ".join(parts) + " |"
 
     def _line(self, row: Sequence[Cell]) -> None:

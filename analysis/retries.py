@@ -49,10 +49,26 @@ from .schema import (
 )
 from .summary import DIMENSIONS, as_tuple, group_getter, group_sort_key, label
 
-FIELDS: Final = ("id", "kind", "session", "client", "method", "httpStatuses", "jsonrpc",
-                 "outcome", "attempt", "retryOf", "retryOrigin", "retryDelayMs",
-                 "retryAfterMs", "retryAfterHonored", "unsafeRetry", "continues",
-                 "previousSession", "endReason")
+FIELDS: Final = (
+    "id",
+    "kind",
+    "session",
+    "client",
+    "method",
+    "httpStatuses",
+    "jsonrpc",
+    "outcome",
+    "attempt",
+    "retryOf",
+    "retryOrigin",
+    "retryDelayMs",
+    "retryAfterMs",
+    "retryAfterHonored",
+    "unsafeRetry",
+    "continues",
+    "previousSession",
+    "endReason",
+)
 
 HEADERS_TAIL: Final = ("figure", "value", "of", "share")
 
@@ -171,15 +187,46 @@ class RetriesJob:
                 st = r.httpStatuses
                 ended = bool(st) and st[-1] == HTTP_NOT_FOUND
                 previous = r.previousSession if r.method == INITIALIZE else None
-                if (failed or outcome == INPUT_REQUIRED or ended or r.retryOf is not None
-                        or r.continues is not None or previous is not None):
+                if (
+                    failed
+                    or outcome == INPUT_REQUIRED
+                    or ended
+                    or r.retryOf is not None
+                    or r.continues is not None
+                    or previous is not None
+                ):
                     j = r.jsonrpc
-                    events.append((state.segment, rid, group, matched, outcome,
-                                   None if j is None else j.errorCode, r.retryOf,
-                                   r.continues, r.session, previous, ended))
+                    events.append(
+                        (
+                            state.segment,
+                            rid,
+                            group,
+                            matched,
+                            outcome,
+                            None if j is None else j.errorCode,
+                            r.retryOf,
+                            r.continues,
+                            r.session,
+                            previous,
+                            ended,
+                        )
+                    )
             elif kind == SESSION_END and r.endReason == NOT_FOUND:
-                events.append((state.segment, rid, group, matched, None, None, None, None,
-                               r.session, None, True))
+                events.append(
+                    (
+                        state.segment,
+                        rid,
+                        group,
+                        matched,
+                        None,
+                        None,
+                        None,
+                        None,
+                        r.session,
+                        None,
+                        True,
+                    )
+                )
 
     def end_task(self, state: _WorkerState, task: Task) -> TaskPart:
         part = TaskPart(state.events, state.segment)
@@ -237,8 +284,9 @@ def _count(c: Counts, r: Any, outcome: str | None, failed: bool) -> None:
 class Linker:
     """Follows retryOf, continues and previousSession links, in input order, bounded."""
 
-    def __init__(self, max_candidates: int = MAX_LINK_CANDIDATES,
-                 max_sessions: int = MAX_ENDED_SESSIONS) -> None:
+    def __init__(
+        self, max_candidates: int = MAX_LINK_CANDIDATES, max_sessions: int = MAX_ENDED_SESSIONS
+    ) -> None:
         self.links: dict[Any, Links] = defaultdict(Links)
         # (segment, id) -> [group, matched, outcome, errorCode, chain]; a chain is
         # [group, continued records not yet completed] shared by a continuation's turns.
@@ -263,8 +311,7 @@ class Linker:
             self._event(segments[ev[0]], ev)
 
     def _event(self, seg: int, ev: Event) -> None:
-        (_, rid, group, matched, outcome, code, retry_of, continues, session, previous,
-         ended) = ev
+        (_, rid, group, matched, outcome, code, retry_of, continues, session, previous, ended) = ev
         cands = self.candidates
         chain = None
         if retry_of is not None:
@@ -326,8 +373,7 @@ class Figure:
         return self.value / self.of
 
 
-def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = None
-            ) -> list[Figure]:
+def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = None) -> list[Figure]:
     """Every retries figure of one group, in the order tables list them.
 
     `outcomes` lists the failed outcomes to give a row each (default: this group's), so
@@ -341,14 +387,21 @@ def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = Non
         Figure("failed calls", failed, c.requests),
         Figure("failed calls retried", retried, failed),
     ]
-    for outcome in sorted(c.failed if outcomes is None else outcomes,
-                          key=lambda o: outcome_rank(o or "")):
-        out.append(Figure(f"failed calls retried: {label(outcome)}",
-                          links.retried.get(outcome, 0), c.failed.get(outcome, 0)))
+    for outcome in sorted(
+        c.failed if outcomes is None else outcomes, key=lambda o: outcome_rank(o or "")
+    ):
+        out.append(
+            Figure(
+                f"failed calls retried: {label(outcome)}",
+                links.retried.get(outcome, 0),
+                c.failed.get(outcome, 0),
+            )
+        )
     out += [
         Figure("logical calls", c.logical),
-        Figure("attempts per logical call", c.requests / c.logical if c.logical else None,
-               unit="mean"),
+        Figure(
+            "attempts per logical call", c.requests / c.logical if c.logical else None, unit="mean"
+        ),
         Figure("most attempts of one call", c.max_attempt or None),
         Figure("logical calls retried", c.second_attempts, c.logical),
         Figure("retries", c.retries),
@@ -364,8 +417,11 @@ def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = Non
         Figure("unsafe retries", c.unsafe, c.retries),
         Figure("futile retries (-32602 repeated)", links.futile, c.retries),
         Figure("sessions ended by 404", links.ended_404),
-        Figure("sessions ended by 404, never re-initialised",
-               links.ended_404 - links.reinitialised, links.ended_404),
+        Figure(
+            "sessions ended by 404, never re-initialised",
+            links.ended_404 - links.reinitialised,
+            links.ended_404,
+        ),
         Figure("input-required results", c.input_required),
         Figure("input-required results continued", links.continued, c.input_required),
         Figure("continued results whose chain completed", links.completed, links.continued),
@@ -373,8 +429,7 @@ def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = Non
     return out
 
 
-def all_figures(job: RetriesJob, *, same_rows: bool = False
-                ) -> dict[tuple[Any, ...], list[Figure]]:
+def all_figures(job: RetriesJob, *, same_rows: bool = False) -> dict[tuple[Any, ...], list[Figure]]:
     """Group tuple -> figures, for every group with records.
 
     `same_rows` gives every group a row for each failed outcome any group has.
@@ -384,8 +439,7 @@ def all_figures(job: RetriesJob, *, same_rows: bool = False
     outcomes = {o for c in job.counts.values() for o in c.failed} if same_rows else None
     out = {}
     for g in sorted(groups, key=lambda g: group_sort_key(as_tuple(g, dims))):
-        out[as_tuple(g, dims)] = figures(job.counts.get(g, Counts()), job.linker.links[g],
-                                         outcomes)
+        out[as_tuple(g, dims)] = figures(job.counts.get(g, Counts()), job.linker.links[g], outcomes)
     return out
 
 
@@ -397,8 +451,7 @@ def rows(figs: dict[tuple[Any, ...], list[Figure]]) -> Iterator[list[Cell]]:
     for group, fs in figs.items():
         lead: list[Cell] = [label(g) for g in group]
         for f in fs:
-            yield [*lead, f.name, cell(f), f.of,
-                   None if f.share is None else Ratio(f.share)]
+            yield [*lead, f.name, cell(f), f.of, None if f.share is None else Ratio(f.share)]
 
 
 def cell(f: Figure) -> Cell:
@@ -407,4 +460,3 @@ def cell(f: Figure) -> Cell:
     if f.unit == "ms":
         return Millis(round(f.value, 3))
     return f.value
-

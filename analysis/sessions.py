@@ -20,11 +20,33 @@ from .limits import MAX_SHOWN_RECORDS
 from .render import Cell, Millis, Seconds
 from .schema import HTTP_NOT_FOUND, INITIALIZE, NOT_FAILED, REQUEST, RESPONSE, SESSION_END
 
-SESSION_HEADERS: Final = ("session", "client", "protocol", "scenario", "started", "seconds",
-                          "posts", "requests", "failed", "retries", "ended", "next_session")
+SESSION_HEADERS: Final = (
+    "session",
+    "client",
+    "protocol",
+    "scenario",
+    "started",
+    "seconds",
+    "posts",
+    "requests",
+    "failed",
+    "retries",
+    "ended",
+    "next_session",
+)
 
-SHOW_HEADERS: Final = ("offset_s", "id", "kind", "call", "statuses", "outcome", "ms",
-                       "attempt", "retry", "detail")
+SHOW_HEADERS: Final = (
+    "offset_s",
+    "id",
+    "kind",
+    "call",
+    "statuses",
+    "outcome",
+    "ms",
+    "attempt",
+    "retry",
+    "detail",
+)
 
 
 def seconds_between(first: str | None, last: str | None) -> float | None:
@@ -72,9 +94,20 @@ class SessionStats:
     def row(self, session: str, next_session: str | None) -> list[Cell]:
         seconds = seconds_between(self.first, self.last)
         ended = self.ended or ("404" if self.got_404 else None)
-        return [session, self.client, self.protocol, self.scenario, self.first,
-                None if seconds is None else Seconds(seconds), self.posts, self.requests,
-                self.failed, self.retries, ended, next_session]
+        return [
+            session,
+            self.client,
+            self.protocol,
+            self.scenario,
+            self.first,
+            None if seconds is None else Seconds(seconds),
+            self.posts,
+            self.requests,
+            self.failed,
+            self.retries,
+            ended,
+            next_session,
+        ]
 
 
 @dataclass(slots=True)
@@ -88,9 +121,22 @@ class SessionsPart:
 class SessionsJob:
     """The engine job for `sessions`: `on_row` gets each row when its input is done."""
 
-    FIELDS: Final = ("kind", "ts", "session", "client", "protocolVersion", "scenario",
-                     "method", "postCount", "httpStatuses", "outcome", "retryOf",
-                     "previousSession", "endReason", "notes")
+    FIELDS: Final = (
+        "kind",
+        "ts",
+        "session",
+        "client",
+        "protocolVersion",
+        "scenario",
+        "method",
+        "postCount",
+        "httpStatuses",
+        "outcome",
+        "retryOf",
+        "previousSession",
+        "endReason",
+        "notes",
+    )
 
     def __init__(self, filters: Filters, on_row: Callable[[list[Cell]], None]) -> None:
         self.filters = filters
@@ -187,10 +233,28 @@ Entry = tuple[str, int, int, list[Cell]]
 class ShowJob:
     """The engine job for `show`: the records of one session, in POST order."""
 
-    FIELDS: Final = ("id", "kind", "ts", "durationMs", "session", "method", "tool",
-                     "postCount", "httpStatuses", "sse", "outcome", "retryOrigin", "notes",
-                     "attempt", "retryOf", "continues", "previousSession", "serverMethod",
-                     "endReason", "injected")
+    FIELDS: Final = (
+        "id",
+        "kind",
+        "ts",
+        "durationMs",
+        "session",
+        "method",
+        "tool",
+        "postCount",
+        "httpStatuses",
+        "sse",
+        "outcome",
+        "retryOrigin",
+        "notes",
+        "attempt",
+        "retryOf",
+        "continues",
+        "previousSession",
+        "serverMethod",
+        "endReason",
+        "injected",
+    )
 
     def __init__(self, session: str, filters: Filters, warn: Callable[[str], None]) -> None:
         self.session = session
@@ -226,10 +290,12 @@ class ShowJob:
         room = MAX_SHOWN_RECORDS - len(self.entries)
         if len(part) > room:
             if not self.dropped:
-                self.warn(f"session {self.session} has more than {MAX_SHOWN_RECORDS} "
-                          "records; showing the first")
+                self.warn(
+                    f"session {self.session} has more than {MAX_SHOWN_RECORDS} "
+                    "records; showing the first"
+                )
             self.dropped += len(part) - max(room, 0)
-            part = part[:max(room, 0)]
+            part = part[: max(room, 0)]
         self.entries.extend(part)
 
     def merge(self, result: None) -> None:
@@ -270,7 +336,14 @@ def timeline_cells(r: Any) -> list[Cell]:
     if r.sse is not None and r.sse.resumed:
         detail.append("answer resumed on a GET stream")
     detail.extend(r.notes or ())
-    return [r.id, kind, call, statuses, r.outcome,
-            None if r.durationMs is None else Millis(r.durationMs), r.attempt, retry,
-            "; ".join(detail) or None]
-
+    return [
+        r.id,
+        kind,
+        call,
+        statuses,
+        r.outcome,
+        None if r.durationMs is None else Millis(r.durationMs),
+        r.attempt,
+        retry,
+        "; ".join(detail) or None,
+    ]

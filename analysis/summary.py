@@ -34,17 +34,36 @@ ORGANIC: Final = "organic"
 INJECTED: Final = "injected"
 
 #: Breakdowns in the order rows list them.
-BREAKDOWNS: Final = ("all", "layer", "outcome", "method", "tool", "jsonrpc_error",
-                     "http_status", "rule")
+BREAKDOWNS: Final = (
+    "all",
+    "layer",
+    "outcome",
+    "method",
+    "tool",
+    "jsonrpc_error",
+    "http_status",
+    "rule",
+)
 
 # A cell key: (group, rule, outcome, layer, method, tool, errorCode, last status).
 # `rule` is None for organic calls, else the injecting rule's name ("" when it has none).
-CellKey = tuple[Any, str | None, str | None, str | None, str | None, str | None, int | None,
-                int | None]
+CellKey = tuple[
+    Any, str | None, str | None, str | None, str | None, str | None, int | None, int | None
+]
 Cells = dict[CellKey, Histogram]
 
-HEADERS_TAIL: Final = ("origin", "breakdown", "key", "calls", "share", "failed",
-                       "failure_rate", "p50_ms", "p95_ms", "p99_ms")
+HEADERS_TAIL: Final = (
+    "origin",
+    "breakdown",
+    "key",
+    "calls",
+    "share",
+    "failed",
+    "failure_rate",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+)
 
 
 def group_getter(by: Sequence[str]) -> Any:
@@ -83,9 +102,18 @@ def fold(records: list[Any], cells: Cells, group_of: Any, keep: Any) -> None:
         j = r.jsonrpc
         st = r.httpStatuses
         inj = r.injected
-        cells[(r.client if group_of is None else group_of(r),
-               None if inj is None else (inj.rule or ""), r.outcome, r.layer, r.method,
-               r.tool, None if j is None else j.errorCode, st[-1] if st else None)][b] += 1
+        cells[
+            (
+                r.client if group_of is None else group_of(r),
+                None if inj is None else (inj.rule or ""),
+                r.outcome,
+                r.layer,
+                r.method,
+                r.tool,
+                None if j is None else j.errorCode,
+                st[-1] if st else None,
+            )
+        ][b] += 1
 
 
 def new_cells() -> Cells:
@@ -102,8 +130,17 @@ class SummaryJob:
     def __init__(self, by: Sequence[str], filters: Filters) -> None:
         self.by = tuple(by)
         self.filters = filters
-        base = ("kind", "durationMs", "method", "tool", "httpStatuses", "jsonrpc", "outcome",
-                "layer", "injected")
+        base = (
+            "kind",
+            "durationMs",
+            "method",
+            "tool",
+            "httpStatuses",
+            "jsonrpc",
+            "outcome",
+            "layer",
+            "injected",
+        )
         wanted = (*base, *(DIMENSIONS[d] for d in self.by), *filters.fields())
         self.fields = tuple(dict.fromkeys(wanted))
         self.rolled: Rolled = {}
@@ -171,7 +208,8 @@ class Breakdown:
 
     total: Tally = field(default_factory=Tally)
     parts: dict[str, dict[Any, Tally]] = field(
-        default_factory=lambda: {b: {} for b in BREAKDOWNS[1:]})
+        default_factory=lambda: {b: {} for b in BREAKDOWNS[1:]}
+    )
 
     def add(self, name: str, key: Any, n: int, failed: bool, hist: Histogram) -> None:
         section = self.parts[name]
@@ -269,4 +307,3 @@ def _numbers(t: Tally, total: int) -> list[Cell]:
         Ratio(t.failed / t.calls) if t.calls else None,
         *(None if v is None else Millis(round(v, 3)) for v in p),
     ]
-

@@ -105,8 +105,11 @@ LAYER = {
     "SUCCESS": "protocol",
     "INVALID_RESULT": "protocol",
 }
-ERRORS = ((-32602, "Invalid params: 'query' is required", 6), (-32603, "Internal error", 3),
-          (-32601, "Method not found", 1))
+ERRORS = (
+    (-32602, "Invalid params: 'query' is required", 6),
+    (-32603, "Internal error", 3),
+    (-32601, "Method not found", 1),
+)
 HTTP_FAILURES = ((503, 35), (429, 15), (500, 30), (502, 20))
 UNCERTAIN = frozenset({"NO_RESPONSE", "STREAM_INCOMPLETE"})
 
@@ -131,17 +134,55 @@ class Profile:
 
 
 PROFILES = (
-    Profile("peer-py-client@0.1", "python-httpx2/2.16.2", LEGACY, 30, 0.7, max_attempts=3,
-            reissue_http=True, resend_uncertain=True, honours_retry_after=0.95,
-            reinit_on_404=True),
-    Profile("peer-ts-client@0.1", "node", LEGACY, 25, 0.9, max_attempts=4,
-            resend_uncertain=True, reissue_http=True, honours_retry_after=0.2, deletes=0.5),
+    Profile(
+        "peer-py-client@0.1",
+        "python-httpx2/2.16.2",
+        LEGACY,
+        30,
+        0.7,
+        max_attempts=3,
+        reissue_http=True,
+        resend_uncertain=True,
+        honours_retry_after=0.95,
+        reinit_on_404=True,
+    ),
+    Profile(
+        "peer-ts-client@0.1",
+        "node",
+        LEGACY,
+        25,
+        0.9,
+        max_attempts=4,
+        resend_uncertain=True,
+        reissue_http=True,
+        honours_retry_after=0.2,
+        deletes=0.5,
+    ),
     Profile("inspector-cli@2.12.0", "node", LEGACY, 10, 0.5, calls=(1, 4), deletes=0.95),
-    Profile("conformance-test-client@1.0.0", "python-httpx2/2.16.2", MODERN, 15, 0.6,
-            max_attempts=2, reissue_http=True, reissue_invalid_params=True,
-            honours_retry_after=1.0, reinit_on_404=True),
-    Profile("mcp-remote@0.15.1", "node", LEGACY, 20, 0.8, max_attempts=5, reissue_http=True,
-            resend_uncertain=True, reissue_invalid_params=True, honours_retry_after=0.6),
+    Profile(
+        "conformance-test-client@1.0.0",
+        "python-httpx2/2.16.2",
+        MODERN,
+        15,
+        0.6,
+        max_attempts=2,
+        reissue_http=True,
+        reissue_invalid_params=True,
+        honours_retry_after=1.0,
+        reinit_on_404=True,
+    ),
+    Profile(
+        "mcp-remote@0.15.1",
+        "node",
+        LEGACY,
+        20,
+        0.8,
+        max_attempts=5,
+        reissue_http=True,
+        resend_uncertain=True,
+        reissue_invalid_params=True,
+        honours_retry_after=0.6,
+    ),
 )
 SERVERS = ("127.0.0.1:9104", "127.0.0.1:9105")
 
@@ -178,8 +219,15 @@ class _Run:
 class Generator:
     """Builds records; see the module docstring for the model."""
 
-    def __init__(self, *, seed: int, scenario: str | None, inject_rate: float,
-                 legacy: bool, start_epoch_ms: int) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int,
+        scenario: str | None,
+        inject_rate: float,
+        legacy: bool,
+        start_epoch_ms: int,
+    ) -> None:
         self.rng = random.Random(seed)
         self.scenario = scenario
         self.inject_rate = inject_rate
@@ -245,13 +293,24 @@ class Generator:
         rec["_start"] = start  # for the scheduler; taken off before the record is written
         return rec
 
-    def answered(self, rec: dict[str, Any], *, status: int, sse: bool, final: bool = True,
-                 end: str = "complete") -> None:
+    def answered(
+        self,
+        rec: dict[str, Any],
+        *,
+        status: int,
+        sse: bool,
+        final: bool = True,
+        end: str = "complete",
+    ) -> None:
         rec["httpStatuses"].append(status)
         rec["contentType"] = SSE if sse else JSON
         if sse:
-            rec["sse"] = {"events": self.rng.randint(1, 3) if final else self.rng.randint(0, 2),
-                          "final": final, "end": end, "resumed": False}
+            rec["sse"] = {
+                "events": self.rng.randint(1, 3) if final else self.rng.randint(0, 2),
+                "final": final,
+                "end": end,
+                "resumed": False,
+            }
 
     def set_tracker(self, rec: dict[str, Any], **values: Any) -> None:
         if not self.legacy:
@@ -259,8 +318,17 @@ class Generator:
 
     # ------------------------------------------------------------ one exchange
 
-    def request(self, run: _Run, start: float, method: str, tool: tuple[str, str, float] | None,
-                *, outcome: str, rpc_id: int, statuses: list[int]) -> dict[str, Any]:
+    def request(
+        self,
+        run: _Run,
+        start: float,
+        method: str,
+        tool: tuple[str, str, float] | None,
+        *,
+        outcome: str,
+        rpc_id: int,
+        statuses: list[int],
+    ) -> dict[str, Any]:
         """A request record for one attempt with the given outcome."""
         p = run.profile
         rng = self.rng
@@ -336,8 +404,7 @@ class Generator:
                 return
             calls = rng.randint(*p.calls)
             stand_in = run.session is not None and run.session.sid.startswith("c-")
-            expired_at = (rng.randint(1, calls) if rng.random() < 0.08 and not stand_in
-                          else None)
+            expired_at = rng.randint(1, calls) if rng.random() < 0.08 and not stand_in else None
             if retry_of is not None:
                 yield from self.call(run, retry=retry_of)
                 retry_of = None
@@ -374,13 +441,20 @@ class Generator:
             run.sessions.append(run.session)
             older_server = rng.random() < 0.15
             if older_server or rng.random() < 0.3:
-                rec = self.request(run, run.clock, "server/discover", None,
-                                   outcome="HTTP_ERROR" if older_server else "SUCCESS",
-                                   rpc_id=self.next_id(run), statuses=[])
+                rec = self.request(
+                    run,
+                    run.clock,
+                    "server/discover",
+                    None,
+                    outcome="HTTP_ERROR" if older_server else "SUCCESS",
+                    rpc_id=self.next_id(run),
+                    statuses=[],
+                )
                 if older_server:
                     rec["httpStatuses"] = [400]
-                    rec["jsonrpc"].update(errorCode=-32020,
-                                          errorMessage="Unsupported protocol version")
+                    rec["jsonrpc"].update(
+                        errorCode=-32020, errorMessage="Unsupported protocol version"
+                    )
                     self.set_tracker(rec, negotiation=True, retryAfterMs=None)
                 run.clock += rec["durationMs"] + 1
                 yield rec
@@ -389,8 +463,15 @@ class Generator:
             run.protocol = LEGACY  # the fallback
         run.session = _Session(self.session_id())
         run.sessions.append(run.session)
-        rec = self.request(run, run.clock, "initialize", None, outcome="SUCCESS",
-                           rpc_id=self.next_id(run), statuses=[])
+        rec = self.request(
+            run,
+            run.clock,
+            "initialize",
+            None,
+            outcome="SUCCESS",
+            rpc_id=self.next_id(run),
+            statuses=[],
+        )
         self.set_tracker(rec, previousSession=previous)
         run.clock += rec["durationMs"] + 1
         yield rec
@@ -415,8 +496,9 @@ class Generator:
         run.session.rpc_id += 1
         return run.session.rpc_id
 
-    def call(self, run: _Run, method: str | None = None,
-             retry: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+    def call(
+        self, run: _Run, method: str | None = None, retry: dict[str, Any] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """One logical call and its retries; input-required turns are continued."""
         rng = self.rng
         tool: tuple[str, str, float] | None = None
@@ -427,8 +509,11 @@ class Generator:
             r = rng.random()
             if r < 0.8:
                 method = "tools/call"
-                tool = (INPUT_TOOL if run.protocol == MODERN and rng.random() < 0.15
-                        else TOOLS[_weighted_index(rng, TOOL_WEIGHTS)])
+                tool = (
+                    INPUT_TOOL
+                    if run.protocol == MODERN and rng.random() < 0.15
+                    else TOOLS[_weighted_index(rng, TOOL_WEIGHTS)]
+                )
             else:
                 method = rng.choice(("resources/list", "prompts/list", "ping"))
         assert method is not None
@@ -440,34 +525,49 @@ class Generator:
         rpc_id = self.next_id(run)
         continues: dict[str, Any] | None = None
         while True:
-            injected = (self.inject_rate > 0 and method == "tools/call"
-                        and rng.random() < self.inject_rate)
+            injected = (
+                self.inject_rate > 0 and method == "tools/call" and rng.random() < self.inject_rate
+            )
             outcome = self.sample_outcome(method, attempt, injected)
             if continues is None and tool is INPUT_TOOL and outcome == "TOOL_SUCCESS":
                 outcome = "INPUT_REQUIRED"
             elif continues is not None and outcome == "TOOL_SUCCESS" and rng.random() < 0.2:
                 outcome = "INPUT_REQUIRED"  # a second round
-            if prev is not None and prev["outcome"] == "JSONRPC_ERROR" and \
-                    prev["jsonrpc"]["errorCode"] == -32602 and origin != "none":
+            if (
+                prev is not None
+                and prev["outcome"] == "JSONRPC_ERROR"
+                and prev["jsonrpc"]["errorCode"] == -32602
+                and origin != "none"
+            ):
                 outcome = "JSONRPC_ERROR"  # same params, same answer
             start = run.clock
             response: dict[str, Any] | None = None
-            if (run.protocol == LEGACY and tool is not None and tool[1] == "unsafe"
-                    and rng.random() < 0.1 and outcome == "TOOL_SUCCESS"):
+            if (
+                run.protocol == LEGACY
+                and tool is not None
+                and tool[1] == "unsafe"
+                and rng.random() < 0.1
+                and outcome == "TOOL_SUCCESS"
+            ):
                 # The server asks the user on the stream; the client answers in a POST.
                 response = self.server_request_answer(run, start)
-            rec = self.request(run, start, method, tool, outcome=outcome, rpc_id=rpc_id,
-                               statuses=statuses)
+            rec = self.request(
+                run, start, method, tool, outcome=outcome, rpc_id=rpc_id, statuses=statuses
+            )
             if prev is not None and origin != "none":
                 if outcome == "JSONRPC_ERROR" and prev["outcome"] == "JSONRPC_ERROR":
-                    rec["jsonrpc"].update(errorCode=prev["jsonrpc"]["errorCode"],
-                                          errorMessage=prev["jsonrpc"]["errorMessage"])
+                    rec["jsonrpc"].update(
+                        errorCode=prev["jsonrpc"]["errorCode"],
+                        errorMessage=prev["jsonrpc"]["errorMessage"],
+                    )
                 self.mark_retry(rec, prev, origin, attempt, delay)
             if continues is not None:
                 self.set_tracker(rec, continues=continues["id"])
             if injected:
-                self.set_tracker(rec, injected={"rule": self.scenario or "fault",
-                                                "action": _injected_action(rec)})
+                self.set_tracker(
+                    rec,
+                    injected={"rule": self.scenario or "fault", "action": _injected_action(rec)},
+                )
             if response is not None:
                 yield response
             run.clock = start + rec["durationMs"]
@@ -512,8 +612,14 @@ class Generator:
     def profile_of(self, rec: dict[str, Any]) -> Profile:
         return _PROFILE_BY_CLIENT[rec["client"]]
 
-    def mark_retry(self, rec: dict[str, Any], prev: dict[str, Any], origin: str,
-                   attempt: int, delay: float | None) -> None:
+    def mark_retry(
+        self,
+        rec: dict[str, Any],
+        prev: dict[str, Any],
+        origin: str,
+        attempt: int,
+        delay: float | None,
+    ) -> None:
         rec["retryOrigin"] = origin
         if origin == "resend":
             rec["jsonrpc"]["id"] = prev["jsonrpc"]["id"]
@@ -521,7 +627,8 @@ class Generator:
             return
         after = prev.get("retryAfterMs")
         uncertain = prev["outcome"] in UNCERTAIN or (
-            prev["outcome"] == "HTTP_ERROR" and prev["httpStatuses"][-1] >= 500)
+            prev["outcome"] == "HTTP_ERROR" and prev["httpStatuses"][-1] >= 500
+        )
         rec.update(
             attempt=attempt,
             retryOf=prev["id"],
@@ -535,8 +642,12 @@ class Generator:
         at = start + self.duration(20.0)
         rec = self.base(run, "response", at, round(rng.uniform(0.5, 5), 1))
         method = rng.choice(("elicitation/create", "sampling/createMessage", "roots/list"))
-        rec.update(method=method, httpStatuses=[202], contentType=JSON,
-                   jsonrpc={"id": rng.randint(0, 9), "errorCode": None, "errorMessage": None})
+        rec.update(
+            method=method,
+            httpStatuses=[202],
+            contentType=JSON,
+            jsonrpc={"id": rng.randint(0, 9), "errorCode": None, "errorMessage": None},
+        )
         self.set_tracker(rec, serverMethod=method, answerMs=self.duration(400.0))
         return rec
 
@@ -544,8 +655,15 @@ class Generator:
         """The server forgot the session: the call gets 404, the proxy ends the session."""
         rng = self.rng
         tool = TOOLS[_weighted_index(rng, TOOL_WEIGHTS)]
-        rec = self.request(run, run.clock, "tools/call", tool, outcome="HTTP_ERROR",
-                           rpc_id=self.next_id(run), statuses=[])
+        rec = self.request(
+            run,
+            run.clock,
+            "tools/call",
+            tool,
+            outcome="HTTP_ERROR",
+            rpc_id=self.next_id(run),
+            statuses=[],
+        )
         rec["httpStatuses"] = [404]
         rec["jsonrpc"].update(errorCode=None, errorMessage=None)
         self.set_tracker(rec, retryAfterMs=None)
@@ -579,8 +697,12 @@ class Generator:
 
     def stats(self, run: _Run) -> dict[str, int]:
         assert run.session is not None
-        return {"posts": run.session.posts, "getStreams": self.rng.randint(0, 2),
-                "serverRequests": self.rng.randint(0, 2), "serverNotifications": 0}
+        return {
+            "posts": run.session.posts,
+            "getStreams": self.rng.randint(0, 2),
+            "serverRequests": self.rng.randint(0, 2),
+            "serverNotifications": 0,
+        }
 
     def shutdown(self, run: _Run, at: float) -> dict[str, Any] | None:
         s = run.sessions[-1] if run.sessions else None
@@ -640,9 +762,16 @@ def _injected_action(rec: dict[str, Any]) -> str:
     return {"STREAM_INCOMPLETE": "cut_stream", "NO_RESPONSE": "drop"}.get(rec["outcome"], "delay")
 
 
-def generate(n_records: int, *, seed: int = 0, scenario: str | None = None,
-             inject_rate: float = 0.0, concurrency: int = 12, legacy: bool = False,
-             start_epoch_ms: int = 1_796_050_800_000) -> Iterator[dict[str, Any]]:
+def generate(
+    n_records: int,
+    *,
+    seed: int = 0,
+    scenario: str | None = None,
+    inject_rate: float = 0.0,
+    concurrency: int = 12,
+    legacy: bool = False,
+    start_epoch_ms: int = 1_796_050_800_000,
+) -> Iterator[dict[str, Any]]:
     """Yield `n_records` records, and a few more for the sessions open at the end.
 
     Ids are unique but, as in the addon's files, not in order: given at arrival,
@@ -651,8 +780,13 @@ def generate(n_records: int, *, seed: int = 0, scenario: str | None = None,
     `inject_rate` is the share of tools/call attempts a fault rule alters (`injected`);
     `legacy` leaves out the retry/session/fault fields.
     """
-    gen = Generator(seed=seed, scenario=scenario, inject_rate=inject_rate, legacy=legacy,
-                    start_epoch_ms=start_epoch_ms)
+    gen = Generator(
+        seed=seed,
+        scenario=scenario,
+        inject_rate=inject_rate,
+        legacy=legacy,
+        start_epoch_ms=start_epoch_ms,
+    )
     rng = gen.rng
     weights = tuple(p.weight for p in PROFILES)
     heap: list[tuple[float, int, _Run, Iterator[dict[str, Any]], dict[str, Any]]] = []
@@ -734,8 +868,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inject-rate", type=float, default=0.0)
     parser.add_argument("--legacy", action="store_true", help="leave out the tracker fields")
     args = parser.parse_args(argv)
-    n = write(args.out, generate(args.records, seed=args.seed, scenario=args.scenario,
-                                 inject_rate=args.inject_rate, legacy=args.legacy))
+    n = write(
+        args.out,
+        generate(
+            args.records,
+            seed=args.seed,
+            scenario=args.scenario,
+            inject_rate=args.inject_rate,
+            legacy=args.legacy,
+        ),
+    )
     print(f"{args.out}: {n} records")
 
 

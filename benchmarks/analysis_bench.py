@@ -73,7 +73,8 @@ print(json.dumps(rows))
 DUCKDB_DETECTED = DUCKDB_QUESTION.replace(
     """("read_json(?, format='newline_delimited', columns={kind: 'VARCHAR', "
        "client: 'VARCHAR', outcome: 'VARCHAR', durationMs: 'DOUBLE', injected: 'JSON'})")""",
-    '"read_json(?)"')
+    '"read_json(?)"',
+)
 
 # Everything `summary` prints: each breakdown with its own counts and percentiles.
 DUCKDB_EVERYTHING = """
@@ -145,8 +146,13 @@ def tree_rss_kb(pid: int) -> int:
     return total
 
 
-def timed(name: str, argv: list[str], repeat: int, env: dict[str, str] | None = None,
-          parse: Callable[[bytes], Any] | None = None) -> Timing:
+def timed(
+    name: str,
+    argv: list[str],
+    repeat: int,
+    env: dict[str, str] | None = None,
+    parse: Callable[[bytes], Any] | None = None,
+) -> Timing:
     walls: list[float] = []
     cpus: list[float] = []
     peak_kb = 0
@@ -155,13 +161,15 @@ def timed(name: str, argv: list[str], repeat: int, env: dict[str, str] | None = 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         with tempfile.TemporaryFile() as out:
             start = time.perf_counter()
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE,
-                                    env={**os.environ, **(env or {})})
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+            )
             peak = [0]
             done = threading.Event()
 
-            def sample(pid: int = proc.pid, peak: list[int] = peak,
-                       done: threading.Event = done) -> None:
+            def sample(
+                pid: int = proc.pid, peak: list[int] = peak, done: threading.Event = done
+            ) -> None:
                 while not done.is_set():
                     peak[0] = max(peak[0], tree_rss_kb(pid))
                     done.wait(0.02)
@@ -263,27 +271,46 @@ def script() -> str:
 def compare(n: int, seed: int, repeat: int, skip_jq: bool) -> list[Timing]:
     path = recording(n, seed)
     size_mb = path.stat().st_size / 1e6
-    print(f"\n{path.name}: {n:,} records, {size_mb:,.0f} MB, {os.cpu_count()} cores; "
-          f"best of {repeat}; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    print(
+        f"\n{path.name}: {n:,} records, {size_mb:,.0f} MB, {os.cpu_count()} cores; "
+        f"best of {repeat}; load average {os.getloadavg()[0]:.1f}",
+        file=sys.stderr,
+    )
     py = sys.executable
     runs = [
-        timed("mcp-layers summary", [script(), "summary", str(path), "--format", "json"],
-              repeat, parse=ours),
-        timed("mcp-layers summary (orjson, no msgspec)",
-              [script(), "summary", str(path), "--format", "json"], repeat,
-              env={"MCP_LAYERS_DECODER": "orjson"}, parse=ours),
-        timed("duckdb (the question)", [py, "-c", DUCKDB_QUESTION, str(path)], repeat,
-              parse=duckdb_answer),
-        timed("duckdb (the question, columns detected)",
-              [py, "-c", DUCKDB_DETECTED, str(path)], repeat, parse=duckdb_answer),
-        timed("duckdb (everything summary prints)", [py, "-c", DUCKDB_EVERYTHING, str(path)],
-              repeat),
+        timed(
+            "mcp-layers summary",
+            [script(), "summary", str(path), "--format", "json"],
+            repeat,
+            parse=ours,
+        ),
+        timed(
+            "mcp-layers summary (orjson, no msgspec)",
+            [script(), "summary", str(path), "--format", "json"],
+            repeat,
+            env={"MCP_LAYERS_DECODER": "orjson"},
+            parse=ours,
+        ),
+        timed(
+            "duckdb (the question)",
+            [py, "-c", DUCKDB_QUESTION, str(path)],
+            repeat,
+            parse=duckdb_answer,
+        ),
+        timed(
+            "duckdb (the question, columns detected)",
+            [py, "-c", DUCKDB_DETECTED, str(path)],
+            repeat,
+            parse=duckdb_answer,
+        ),
+        timed(
+            "duckdb (everything summary prints)", [py, "-c", DUCKDB_EVERYTHING, str(path)], repeat
+        ),
     ]
     if not skip_jq and shutil.which("jq"):
         with tempfile.NamedTemporaryFile("w", suffix=".jq", delete=False) as prog:
             prog.write(JQ_QUESTION)
-        runs.append(timed("jq", ["jq", "-n", "-c", "-f", prog.name, str(path)], 1,
-                          parse=jq_answer))
+        runs.append(timed("jq", ["jq", "-n", "-c", "-f", prog.name, str(path)], 1, parse=jq_answer))
         os.unlink(prog.name)
     exact = runs[2].answer
     gaps = [check(runs[0].answer, exact, "duckdb"), check(runs[1].answer, exact, "duckdb")]
@@ -291,14 +318,19 @@ def compare(n: int, seed: int, repeat: int, skip_jq: bool) -> list[Timing]:
     if runs[-1].name == "jq":
         check(runs[-1].answer, exact, "jq")  # both exact: equal but for float rounding
         gaps.append(check(runs[0].answer, runs[-1].answer, "jq"))
-    print(f"answers agree: counts equal; percentiles within {max(gaps):.3%} of the exact "
-          f"ones (bound {RELATIVE_ERROR:.3%})", file=sys.stderr)
+    print(
+        f"answers agree: counts equal; percentiles within {max(gaps):.3%} of the exact "
+        f"ones (bound {RELATIVE_ERROR:.3%})",
+        file=sys.stderr,
+    )
     base = runs[0].best
     print(f"\n| {'tool':40} | best s | median s | CPU s | peak RSS (tree) | vs mcp-layers |")
     print(f"|{'-' * 42}|-------:|---------:|------:|----------------:|--------------:|")
     for t in runs:
-        print(f"| {t.name:40} | {t.best:6.2f} | {statistics.median(t.walls):8.2f} | "
-              f"{t.cpu:5.2f} | {t.tree_rss_mb:11.0f} MB | {t.best / base:12.2f}x |")
+        print(
+            f"| {t.name:40} | {t.best:6.2f} | {statistics.median(t.walls):8.2f} | "
+            f"{t.cpu:5.2f} | {t.tree_rss_mb:11.0f} MB | {t.best / base:12.2f}x |"
+        )
     return runs
 
 
@@ -309,8 +341,10 @@ def rss_at(sizes: list[int], seed: int) -> None:
         path = recording(n, seed)
         t = timed("mcp-layers summary", [script(), "summary", str(path), "--format", "json"], 1)
         largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"| {n:,} | {path.stat().st_size / 1e6:,.0f} | {t.best:.2f} | "
-              f"{t.tree_rss_mb:.0f} MB | {largest:.0f} MB |")
+        print(
+            f"| {n:,} | {path.stat().st_size / 1e6:,.0f} | {t.best:.2f} | "
+            f"{t.tree_rss_mb:.0f} MB | {largest:.0f} MB |"
+        )
 
 
 def main() -> None:
@@ -319,8 +353,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-jq", action="store_true")
-    parser.add_argument("--rss-at", type=int, nargs="*", default=None, metavar="N",
-                        help="also run mcp-layers alone at these sizes, for peak memory")
+    parser.add_argument(
+        "--rss-at",
+        type=int,
+        nargs="*",
+        default=None,
+        metavar="N",
+        help="also run mcp-layers alone at these sizes, for peak memory",
+    )
     args = parser.parse_args()
     if args.rss_at:
         # First, on its own: ru_maxrss of children only grows, so measure before the rest.

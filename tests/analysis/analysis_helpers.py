@@ -13,8 +13,10 @@ BASELINE = FIXTURES / "synthetic-baseline.jsonl.gz"
 LEGACY = FIXTURES / "legacy.jsonl"
 
 
-def invoke(*args: str | Path, input: bytes | str | None = None,
-           env: dict[str, str] | None = None) -> Result:
+def invoke(
+    *args: str | Path, input: bytes | str | None = None, env: dict[str, str] | None = None
+) -> Result:
     """Run the CLI in this process; stdout and stderr stay apart."""
-    return CliRunner().invoke(cli, [str(a) for a in args], input=input, env=env,
-                              catch_exceptions=False)
+    return CliRunner().invoke(
+        cli, [str(a) for a in args], input=input, env=env, catch_exceptions=False
+    )

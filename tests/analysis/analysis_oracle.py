@@ -45,11 +45,13 @@ def group(rec: dict[str, Any], by: Sequence[str]) -> tuple[str, ...]:
 # --------------------------------------------------------------------- summary
 
 
-def summary(records: Iterable[dict[str, Any]], by: Sequence[str] = ("client",)
-            ) -> dict[tuple[Any, ...], dict[str, Any]]:
+def summary(
+    records: Iterable[dict[str, Any]], by: Sequence[str] = ("client",)
+) -> dict[tuple[Any, ...], dict[str, Any]]:
     """(group, origin, breakdown, key) -> {calls, failed, durations}."""
     out: dict[tuple[Any, ...], dict[str, Any]] = defaultdict(
-        lambda: {"calls": 0, "failed": 0, "durations": []})
+        lambda: {"calls": 0, "failed": 0, "durations": []}
+    )
     for r in records:
         if r.get("kind") != "request":
             continue
@@ -58,8 +60,11 @@ def summary(records: Iterable[dict[str, Any]], by: Sequence[str] = ("client",)
         failed = r.get("outcome") not in SUCCESSISH
         st = r.get("httpStatuses") or []
         code = (r.get("jsonrpc") or {}).get("errorCode")
-        keys = [("all", None), ("layer", label(r.get("layer"))),
-                ("outcome", label(r.get("outcome")))]
+        keys = [
+            ("all", None),
+            ("layer", label(r.get("layer"))),
+            ("outcome", label(r.get("outcome"))),
+        ]
         if r.get("method") is not None:
             keys.append(("method", r["method"]))
         if r.get("tool") is not None:
@@ -82,15 +87,33 @@ def summary(records: Iterable[dict[str, Any]], by: Sequence[str] = ("client",)
 # --------------------------------------------------------------------- retries
 
 
-def retries(files: Sequence[Sequence[dict[str, Any]]], by: Sequence[str] = ("client",),
-            keep: Any = None) -> dict[tuple[str, ...], dict[str, Any]]:
+def retries(
+    files: Sequence[Sequence[dict[str, Any]]], by: Sequence[str] = ("client",), keep: Any = None
+) -> dict[tuple[str, ...], dict[str, Any]]:
     """Group -> every retries figure, by the definitions, with all records in memory."""
-    figs: dict[tuple[str, ...], dict[str, Any]] = defaultdict(lambda: {
-        "calls": 0, "failed": Counter(), "retried": Counter(), "logical": 0, "retries": 0,
-        "second": 0, "max_attempt": 0, "delays": [], "origins": Counter(),
-        "retry_after": 0, "honoured": 0, "not_honoured": 0, "unsafe": 0, "futile": 0,
-        "ended_404": 0, "reinitialised": 0, "ir": 0, "continued": 0, "completed": 0,
-    })
+    figs: dict[tuple[str, ...], dict[str, Any]] = defaultdict(
+        lambda: {
+            "calls": 0,
+            "failed": Counter(),
+            "retried": Counter(),
+            "logical": 0,
+            "retries": 0,
+            "second": 0,
+            "max_attempt": 0,
+            "delays": [],
+            "origins": Counter(),
+            "retry_after": 0,
+            "honoured": 0,
+            "not_honoured": 0,
+            "unsafe": 0,
+            "futile": 0,
+            "ended_404": 0,
+            "reinitialised": 0,
+            "ir": 0,
+            "continued": 0,
+            "completed": 0,
+        }
+    )
     matched = keep or (lambda r: True)
     ended: dict[str, tuple[tuple[str, ...], bool, int]] = {}  # session -> group, matched, pos
     reinit_after: dict[str, list[int]] = defaultdict(list)
@@ -106,7 +129,8 @@ def retries(files: Sequence[Sequence[dict[str, Any]]], by: Sequence[str] = ("cli
                 reinit_after[r["previousSession"]].append(position)
             st = r.get("httpStatuses") or []
             is_404 = (r.get("kind") == "request" and bool(st) and st[-1] == 404) or (
-                r.get("kind") == "session_end" and r.get("endReason") == "not_found")
+                r.get("kind") == "session_end" and r.get("endReason") == "not_found"
+            )
             if is_404 and r.get("session") and r["session"] not in ended:
                 ended[r["session"]] = (g, matched(r), position)
             if r.get("kind") != "request":
@@ -134,8 +158,11 @@ def retries(files: Sequence[Sequence[dict[str, Any]]], by: Sequence[str] = ("cli
                 if r.get("retryDelayMs") is not None:
                     f["delays"].append(float(r["retryDelayMs"]))
                 f["unsafe"] += bool(r.get("unsafeRetry"))
-                if prev is not None and prev["outcome"] == "JSONRPC_ERROR" and \
-                        prev["jsonrpc"]["errorCode"] == -32602:
+                if (
+                    prev is not None
+                    and prev["outcome"] == "JSONRPC_ERROR"
+                    and prev["jsonrpc"]["errorCode"] == -32602
+                ):
                     f["futile"] += 1
             if r.get("attempt") == 2:
                 f["second"] += 1
@@ -150,10 +177,12 @@ def retries(files: Sequence[Sequence[dict[str, Any]]], by: Sequence[str] = ("cli
                 continue
             f = figs[group(r, by)]
             if r["outcome"] not in SUCCESSISH and any(
-                    by_id[n].get("retryOf") == rid for n in nexts):
+                by_id[n].get("retryOf") == rid for n in nexts
+            ):
                 f["retried"][r["outcome"]] += 1
             if r["outcome"] == "INPUT_REQUIRED" and any(
-                    by_id[n].get("continues") == rid for n in nexts):
+                by_id[n].get("continues") == rid for n in nexts
+            ):
                 f["continued"] += 1
                 if _reaches_completion(rid, successors, by_id):
                     f["completed"] += 1
@@ -166,8 +195,9 @@ def retries(files: Sequence[Sequence[dict[str, Any]]], by: Sequence[str] = ("cli
     return figs
 
 
-def _reaches_completion(rid: int, successors: dict[int, list[int]],
-                        by_id: dict[int, dict[str, Any]]) -> bool:
+def _reaches_completion(
+    rid: int, successors: dict[int, list[int]], by_id: dict[int, dict[str, Any]]
+) -> bool:
     todo = list(successors.get(rid, []))
     seen = set()
     while todo:

@@ -27,7 +27,11 @@ def session_of(path: Path) -> str:
 
 
 COMMANDS: list[list[str]] = [
-    ["summary"], ["retries"], ["compare"], ["sessions"], ["show", session_of(SYNTHETIC)],
+    ["summary"],
+    ["retries"],
+    ["compare"],
+    ["sessions"],
+    ["show", session_of(SYNTHETIC)],
 ]
 
 
@@ -83,25 +87,37 @@ def test_inputs_merge_from_files_directories_globs_and_stdin(tmp_path: Path) -> 
 
 
 BAD_INPUTS = [
-    ("truncated.jsonl", ExitStatus.OK,
-     "{p}:21: truncated line (proxy killed mid-write?), skipped\n"
-     "mcp-layers: 1 bad line skipped (20 records read)\n"),
+    (
+        "truncated.jsonl",
+        ExitStatus.OK,
+        "{p}:21: truncated line (proxy killed mid-write?), skipped\n"
+        "mcp-layers: 1 bad line skipped (20 records read)\n",
+    ),
     ("empty.jsonl", ExitStatus.NOTHING_MATCHED, "mcp-layers: no records in the input\n"),
-    ("wrong_schema.jsonl", ExitStatus.OK,
-     "{p}:2: not a JSON object (an array), skipped\n"
-     '{p}:3: not a record (no "v" field), skipped\n'
-     '{p}:4: not a record of a known schema version ("v": "1"), skipped\n'
-     '{p}:5: not a record of a known schema version ("v": 0), skipped\n'
-     "{p}:6: not a valid v1 record: durationMs should be a number or null, not a string, "
-     "skipped\n"
-     "{p}:7: not JSON (invalid literal, expected 'true' at column 1), skipped\n"
-     "mcp-layers: 6 bad lines skipped (2 records read)\n"),
-    ("newer_version.jsonl", ExitStatus.USAGE_ERROR,
-     "{p}:3: record version 2 is newer than this mcp-layers reads (1); upgrade mcp-layers\n"),
-    ("cut.jsonl.gz", ExitStatus.OK,
-     "{p}:{n}: truncated line (proxy killed mid-write?), skipped\n"
-     "{p}: compressed stream ends early (a copy cut short?); read what was there\n"
-     "mcp-layers: 1 bad line skipped ({r} records read)\n"),
+    (
+        "wrong_schema.jsonl",
+        ExitStatus.OK,
+        "{p}:2: not a JSON object (an array), skipped\n"
+        '{p}:3: not a record (no "v" field), skipped\n'
+        '{p}:4: not a record of a known schema version ("v": "1"), skipped\n'
+        '{p}:5: not a record of a known schema version ("v": 0), skipped\n'
+        "{p}:6: not a valid v1 record: durationMs should be a number or null, not a string, "
+        "skipped\n"
+        "{p}:7: not JSON (invalid literal, expected 'true' at column 1), skipped\n"
+        "mcp-layers: 6 bad lines skipped (2 records read)\n",
+    ),
+    (
+        "newer_version.jsonl",
+        ExitStatus.USAGE_ERROR,
+        "{p}:3: record version 2 is newer than this mcp-layers reads (1); upgrade mcp-layers\n",
+    ),
+    (
+        "cut.jsonl.gz",
+        ExitStatus.OK,
+        "{p}:{n}: truncated line (proxy killed mid-write?), skipped\n"
+        "{p}: compressed stream ends early (a copy cut short?); read what was there\n"
+        "mcp-layers: 1 bad line skipped ({r} records read)\n",
+    ),
 ]
 
 
@@ -130,26 +146,32 @@ def test_strict_makes_bad_lines_an_error() -> None:
     assert result.stderr.endswith("Error: bad lines in the input (--strict)\n")
 
 
-@pytest.mark.parametrize(("args", "stderr"), [
-    (["summary", "nope.jsonl"], "Error: nope.jsonl: no such file or directory\n"),
-    (["summary", "nope*.jsonl"], "Error: no file matches nope*.jsonl\n"),
-])
-def test_missing_inputs(args: list[str], stderr: str, tmp_path: Path,
-                        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("args", "stderr"),
+    [
+        (["summary", "nope.jsonl"], "Error: nope.jsonl: no such file or directory\n"),
+        (["summary", "nope*.jsonl"], "Error: no file matches nope*.jsonl\n"),
+    ],
+)
+def test_missing_inputs(
+    args: list[str], stderr: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     result = invoke(*args)
-    assert (result.exit_code, result.stdout, result.stderr) == (ExitStatus.USAGE_ERROR, "",
-                                                                stderr)
+    assert (result.exit_code, result.stdout, result.stderr) == (ExitStatus.USAGE_ERROR, "", stderr)
 
 
-@pytest.mark.parametrize("args", [
-    ["summary", str(SYNTHETIC), "--format", "yaml"],
-    ["summary", str(SYNTHETIC), "--since", "yesterday"],
-    ["summary", str(SYNTHETIC), "--by", "tool"],
-    ["summary"],
-    ["show", str(SYNTHETIC)],
-    ["frobnicate"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["summary", str(SYNTHETIC), "--format", "yaml"],
+        ["summary", str(SYNTHETIC), "--since", "yesterday"],
+        ["summary", str(SYNTHETIC), "--by", "tool"],
+        ["summary"],
+        ["show", str(SYNTHETIC)],
+        ["frobnicate"],
+    ],
+)
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = invoke(*args)
     assert result.exit_code == ExitStatus.USAGE_ERROR
@@ -161,7 +183,8 @@ def test_since_message_gives_an_example() -> None:
     result = invoke("summary", SYNTHETIC, "--since", "yesterday")
     assert result.stderr.endswith(
         "Error: Invalid value for '--since': 'yesterday' is not an ISO-8601 date or time; "
-        "try 2026-11-30 or 2026-11-30T15:02:51Z\n")
+        "try 2026-11-30 or 2026-11-30T15:02:51Z\n"
+    )
 
 
 @pytest.mark.parametrize("command", ["summary", "retries", "compare", "sessions"])
@@ -201,26 +224,39 @@ def script() -> str:
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
 def test_installed_console_script(command: list[str]) -> None:
-    done = subprocess.run([script(), *command, str(SYNTHETIC), "--format", "json"],
-                          capture_output=True, check=False, timeout=60)
+    done = subprocess.run(
+        [script(), *command, str(SYNTHETIC), "--format", "json"],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == json.loads(
-        invoke(*command, SYNTHETIC, "--format", "json").stdout)
+        invoke(*command, SYNTHETIC, "--format", "json").stdout
+    )
 
 
 def test_console_script_exit_statuses_and_stdin() -> None:
-    newer = subprocess.run([script(), "summary", str(FIXTURES / "newer_version.jsonl")],
-                           capture_output=True, check=False, timeout=60)
+    newer = subprocess.run(
+        [script(), "summary", str(FIXTURES / "newer_version.jsonl")],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
     assert newer.returncode == ExitStatus.USAGE_ERROR
     assert newer.stderr.decode().endswith("upgrade mcp-layers\n")
-    empty = subprocess.run([script(), "summary", "-"], input=b"", capture_output=True,
-                           check=False, timeout=60)
+    empty = subprocess.run(
+        [script(), "summary", "-"], input=b"", capture_output=True, check=False, timeout=60
+    )
     assert (empty.returncode, empty.stdout) == (ExitStatus.NOTHING_MATCHED, b"")
 
 
 def test_console_script_stops_quietly_when_the_reader_goes_away() -> None:
-    proc = subprocess.Popen([script(), "summary", str(SYNTHETIC), "--format", "jsonl"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [script(), "summary", str(SYNTHETIC), "--format", "jsonl"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout is not None
     proc.stdout.readline()
     proc.stdout.close()
@@ -235,10 +271,12 @@ def test_console_script_uses_worker_processes_on_big_inputs(tmp_path: Path) -> N
     copies = 20_000_000 // len(data) + 1
     big.write_bytes(data * copies)
     args = [script(), "summary", "--format", "json"]
-    parallel = subprocess.run([*args, str(big), "--jobs", "2"], capture_output=True,
-                              check=True, timeout=120)
-    single = subprocess.run([*args, str(big), "--jobs", "1"], capture_output=True,
-                            check=True, timeout=120)
+    parallel = subprocess.run(
+        [*args, str(big), "--jobs", "2"], capture_output=True, check=True, timeout=120
+    )
+    single = subprocess.run(
+        [*args, str(big), "--jobs", "1"], capture_output=True, check=True, timeout=120
+    )
     assert parallel.stdout == single.stdout
     rows = json.loads(parallel.stdout)
     one = json.loads(invoke("summary", SYNTHETIC, "--format", "json").stdout)

@@ -46,7 +46,8 @@ def test_analysis_works_without_mitmproxy_or_msgspec() -> None:
         "assert not records.msgspec_available()\n"
         "main()\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=False, timeout=60
+    )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.startswith(b"client")

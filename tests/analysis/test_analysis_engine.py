@@ -20,8 +20,9 @@ from mcp_layers_analysis.summary import SummaryJob
 
 def run(job: Any, paths: list[Path], **kw: Any) -> tuple[engine.Report, list[str]]:
     warnings: list[str] = []
-    report = engine.run(job, inputs.expand([str(p) for p in paths]), warn=warnings.append,
-                        **{"jobs": 1, **kw})
+    report = engine.run(
+        job, inputs.expand([str(p) for p in paths]), warn=warnings.append, **{"jobs": 1, **kw}
+    )
     return report, warnings
 
 
@@ -38,16 +39,27 @@ def whole() -> Any:
 
 @settings(max_examples=25, deadline=None)
 @given(range_bytes=st.integers(500, 200_000), block_bytes=st.integers(300, 70_000))
-def test_any_split_in_one_process_gives_the_same_answer(whole: Any, range_bytes: int,
-                                                         block_bytes: int) -> None:
-    assert compare_table([SYNTHETIC, BASELINE], range_bytes=range_bytes,
-                         block_bytes=block_bytes) == whole
+def test_any_split_in_one_process_gives_the_same_answer(
+    whole: Any, range_bytes: int, block_bytes: int
+) -> None:
+    assert (
+        compare_table([SYNTHETIC, BASELINE], range_bytes=range_bytes, block_bytes=block_bytes)
+        == whole
+    )
 
 
 @pytest.mark.parametrize("jobs", [2, 3])
 def test_worker_processes_give_the_same_answer(whole: Any, jobs: int) -> None:
-    assert compare_table([SYNTHETIC, BASELINE], jobs=jobs, parallel_min_bytes=0,
-                         range_bytes=50_000, block_bytes=20_000) == whole
+    assert (
+        compare_table(
+            [SYNTHETIC, BASELINE],
+            jobs=jobs,
+            parallel_min_bytes=0,
+            range_bytes=50_000,
+            block_bytes=20_000,
+        )
+        == whole
+    )
 
 
 def test_sessions_are_listed_per_input_whatever_the_split() -> None:
@@ -82,17 +94,25 @@ def bad_file(tmp_path: Path, n_bad: int, every: int = 50) -> Path:
     return path
 
 
-@pytest.mark.parametrize("kw", [{}, {"range_bytes": 30_000, "block_bytes": 7_000},
-                                {"jobs": 2, "parallel_min_bytes": 0, "range_bytes": 30_000}])
-def test_bad_lines_are_reported_in_order_with_their_line_numbers(tmp_path: Path,
-                                                                 kw: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"range_bytes": 30_000, "block_bytes": 7_000},
+        {"jobs": 2, "parallel_min_bytes": 0, "range_bytes": 30_000},
+    ],
+)
+def test_bad_lines_are_reported_in_order_with_their_line_numbers(
+    tmp_path: Path, kw: dict[str, Any]
+) -> None:
     path = bad_file(tmp_path, 5)
-    numbers = [i for i, line in enumerate(path.read_bytes().splitlines(), 1)
-               if line == b"garbage"]
+    numbers = [i for i, line in enumerate(path.read_bytes().splitlines(), 1) if line == b"garbage"]
     report, warnings = run(SummaryJob(("client",), Filters()), [path], **kw)
     assert report.bad_lines == 5
-    assert warnings == [f"{path}:{n}: not JSON (unexpected character, expected a JSON value at"
-                        f" column 1), skipped" for n in numbers]
+    assert warnings == [
+        f"{path}:{n}: not JSON (unexpected character, expected a JSON value at column 1), skipped"
+        for n in numbers
+    ]
 
 
 def test_only_the_first_bad_lines_are_shown(tmp_path: Path) -> None:
@@ -104,15 +124,15 @@ def test_only_the_first_bad_lines_are_shown(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kw", [{}, {"jobs": 2, "parallel_min_bytes": 0, "range_bytes": 9000}])
-def test_a_newer_record_stops_the_run_with_its_location(tmp_path: Path,
-                                                        kw: dict[str, Any]) -> None:
+def test_a_newer_record_stops_the_run_with_its_location(tmp_path: Path, kw: dict[str, Any]) -> None:
     lines = SYNTHETIC.read_bytes().splitlines(keepends=True)
     path = tmp_path / "new.jsonl"
     path.write_bytes(b"".join(lines[:500]) + b'{"v":3}\n' + b"".join(lines[500:]))
     with pytest.raises(NewerRecordVersion) as info:
         run(SummaryJob(("client",), Filters()), [path], **kw)
-    assert str(info.value) == (f"{path}:501: record version 3 is newer than this mcp-layers "
-                               "reads (1); upgrade mcp-layers")
+    assert str(info.value) == (
+        f"{path}:501: record version 3 is newer than this mcp-layers reads (1); upgrade mcp-layers"
+    )
 
 
 def test_gzip_and_stdin_streams(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,14 +144,17 @@ def test_gzip_and_stdin_streams(monkeypatch: pytest.MonkeyPatch) -> None:
     stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(plain)))  # type: ignore[arg-type]
     monkeypatch.setattr(sys, "stdin", stdin)
     job = CompareJob(("client", "scenario"), Filters())
-    engine.run(job, inputs.expand(["-"]), jobs=2, warn=print, parallel_min_bytes=0,
-               block_bytes=50_000)
+    engine.run(
+        job, inputs.expand(["-"]), jobs=2, warn=print, parallel_min_bytes=0, block_bytes=50_000
+    )
     assert table(job, top=5) == expected
 
 
 def test_truncated_gzip_is_a_warning(tmp_path: Path) -> None:
     report, warnings = run(SummaryJob(("client",), Filters()), [FIXTURES / "cut.jsonl.gz"])
     assert report.records > 5
-    assert report.messages[0] == (f"{FIXTURES / 'cut.jsonl.gz'}: compressed stream ends early "
-                                  "(a copy cut short?); read what was there")
+    assert report.messages[0] == (
+        f"{FIXTURES / 'cut.jsonl.gz'}: compressed stream ends early "
+        "(a copy cut short?); read what was there"
+    )
     assert warnings and warnings[0].endswith("truncated line (proxy killed mid-write?), skipped")

@@ -38,16 +38,23 @@ def test_globs_files_and_stdin(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(b"{}\n")
     sources = expand([str(tmp_path / "*.jsonl"), "-", str(tmp_path / "a.jsonl")])
     assert [Path(s.name).name if s.path else s.name for s in sources] == [
-        "a.jsonl", "b.jsonl", "<stdin>"]  # a.jsonl named twice is read once
+        "a.jsonl",
+        "b.jsonl",
+        "<stdin>",
+    ]  # a.jsonl named twice is read once
     assert sources[2].path is None and sources[2].size is None
 
 
-@pytest.mark.parametrize(("arg", "message"), [
-    ("nope.jsonl", "nope.jsonl: no such file or directory"),
-    ("nope*.jsonl", "no file matches nope*.jsonl"),
-])
-def test_bad_paths_say_what_is_wrong(tmp_path: Path, arg: str, message: str,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [
+        ("nope.jsonl", "nope.jsonl: no such file or directory"),
+        ("nope*.jsonl", "no file matches nope*.jsonl"),
+    ],
+)
+def test_bad_paths_say_what_is_wrong(
+    tmp_path: Path, arg: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError, match=re.escape(message)):
         expand([arg])
@@ -68,25 +75,26 @@ def test_gzip_is_recognised_by_content_not_name(tmp_path: Path) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(lines=lines_st, range_bytes=st.integers(1, 200), terminated=st.booleans())
-def test_ranges_cover_the_file_at_line_boundaries(tmp_path_factory: pytest.TempPathFactory,
-                                                  lines: list[bytes], range_bytes: int,
-                                                  terminated: bool) -> None:
+def test_ranges_cover_the_file_at_line_boundaries(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], range_bytes: int, terminated: bool
+) -> None:
     data = b"\n".join(lines) + (b"\n" if terminated and lines else b"")
     path = tmp_path_factory.mktemp("r") / "f.jsonl"
     path.write_bytes(data)
     source = Source(str(path), str(path), False, len(data))
     tasks = range_tasks(source, 0, 10, range_bytes)
     assert [t.number for t in tasks] == list(range(10, 10 + len(tasks)))
-    assert b"".join(data[t.offset:t.end] for t in tasks) == data
+    assert b"".join(data[t.offset : t.end] for t in tasks) == data
     for t in tasks:
-        assert t.offset == 0 or data[t.offset - 1:t.offset] == b"\n"
+        assert t.offset == 0 or data[t.offset - 1 : t.offset] == b"\n"
     assert [t.final for t in tasks] == [False] * (len(tasks) - 1) + [True]
 
 
 @settings(max_examples=200, deadline=None)
 @given(lines=lines_st, block=st.integers(1, 64), start_line=st.integers(0, 5))
-def test_read_range_gives_whole_lines(tmp_path_factory: pytest.TempPathFactory,
-                                      lines: list[bytes], block: int, start_line: int) -> None:
+def test_read_range_gives_whole_lines(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], block: int, start_line: int
+) -> None:
     data = b"".join(line + b"\n" for line in lines)
     path = tmp_path_factory.mktemp("r") / "f.jsonl"
     path.write_bytes(data)
@@ -94,7 +102,7 @@ def test_read_range_gives_whole_lines(tmp_path_factory: pytest.TempPathFactory,
     got = []
     for offset, view in read_range(str(path), start, len(data), block):
         chunk = bytes(view)
-        assert data[offset:offset + len(chunk)] == chunk
+        assert data[offset : offset + len(chunk)] == chunk
         assert chunk.endswith(b"\n")
         got.append(chunk)
     assert b"".join(got) == data[start:]
@@ -111,15 +119,18 @@ class Trickle(io.RawIOBase):
         return True
 
     def read1(self, n: int = -1) -> bytes:
-        out, self.data = self.data[:self.piece], self.data[self.piece:]
+        out, self.data = self.data[: self.piece], self.data[self.piece :]
         return out
 
     read = read1  # type: ignore[assignment]
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=300).map(lambda b: b.replace(b"x", b"\n")),
-       block=st.integers(1, 50), piece=st.integers(1, 70))
+@given(
+    data=st.binary(max_size=300).map(lambda b: b.replace(b"x", b"\n")),
+    block=st.integers(1, 50),
+    piece=st.integers(1, 70),
+)
 def test_stream_blocks_split_at_line_ends(data: bytes, block: int, piece: int) -> None:
     blocks = list(stream_blocks(Trickle(data, piece), block))  # type: ignore[arg-type]
     assert b"".join(b for _, b, _ in blocks) == data

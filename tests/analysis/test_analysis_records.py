@@ -29,8 +29,9 @@ def as_plain(rec: Any) -> dict[str, Any]:
     return out
 
 
-def decode_both(data: bytes, fields: tuple[str, ...] = ALL_FIELDS
-                ) -> tuple[list[dict[str, Any]], list[BadLine]]:
+def decode_both(
+    data: bytes, fields: tuple[str, ...] = ALL_FIELDS
+) -> tuple[list[dict[str, Any]], list[BadLine]]:
     results = []
     for fast in (True, False):
         try:
@@ -44,23 +45,32 @@ def decode_both(data: bytes, fields: tuple[str, ...] = ALL_FIELDS
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False,
-                                                                       allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                               max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 field_values = st.fixed_dictionaries(
-    {}, optional={name: json_values for name in ("v", *ALL_FIELDS)})
-typed_values = st.fixed_dictionaries({"v": st.just(1)}, optional={
-    "id": st.integers(0, 10**6), "kind": st.sampled_from(["request", "notification", "x"]),
-    "durationMs": st.floats(0, 1e6) | st.integers(0, 100), "client": st.text(max_size=8),
-    "httpStatuses": st.lists(st.integers(100, 599), max_size=3),
-    "jsonrpc": st.fixed_dictionaries({"errorCode": st.none() | st.integers(-33000, 0)}),
-    "outcome": st.sampled_from(["SUCCESS", "NEW_OUTCOME", "HTTP_ERROR"]),
-    "injected": st.none() | st.fixed_dictionaries({"rule": st.text(max_size=4)}),
-})
+    {}, optional={name: json_values for name in ("v", *ALL_FIELDS)}
+)
+typed_values = st.fixed_dictionaries(
+    {"v": st.just(1)},
+    optional={
+        "id": st.integers(0, 10**6),
+        "kind": st.sampled_from(["request", "notification", "x"]),
+        "durationMs": st.floats(0, 1e6) | st.integers(0, 100),
+        "client": st.text(max_size=8),
+        "httpStatuses": st.lists(st.integers(100, 599), max_size=3),
+        "jsonrpc": st.fixed_dictionaries({"errorCode": st.none() | st.integers(-33000, 0)}),
+        "outcome": st.sampled_from(["SUCCESS", "NEW_OUTCOME", "HTTP_ERROR"]),
+        "injected": st.none() | st.fixed_dictionaries({"rule": st.text(max_size=4)}),
+    },
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -83,21 +93,30 @@ def test_missing_fields_are_null() -> None:
     assert all(v is None for k, v in recs[0].items() if k not in ("v", "kind"))
 
 
-@pytest.mark.parametrize(("line", "reason"), [
-    (b'["x"]', "not a JSON object (an array), skipped"),
-    (b'{"kind":"request"}', 'not a record (no "v" field), skipped'),
-    (b'{"v":"1"}', 'not a record of a known schema version ("v": "1"), skipped'),
-    (b'{"v":0}', 'not a record of a known schema version ("v": 0), skipped'),
-    (b'{"v":1.0}', 'not a record of a known schema version ("v": 1.0), skipped'),
-    (b'{"v":1,"durationMs":"fast"}',
-     "not a valid v1 record: durationMs should be a number or null, not a string, skipped"),
-    (b'{"v":1,"jsonrpc":{"errorCode":1.5}}',
-     "not a valid v1 record: jsonrpc.errorCode should be an integer or null, not a number, "
-     "skipped"),
-    (b'{"v":1,"httpStatuses":[200,"x"]}',
-     "not a valid v1 record: httpStatuses[1] should be an integer, not a string, skipped"),
-    (b"{oops", "not JSON (unexpected character, expected a string key at column 2), skipped"),
-])
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'["x"]', "not a JSON object (an array), skipped"),
+        (b'{"kind":"request"}', 'not a record (no "v" field), skipped'),
+        (b'{"v":"1"}', 'not a record of a known schema version ("v": "1"), skipped'),
+        (b'{"v":0}', 'not a record of a known schema version ("v": 0), skipped'),
+        (b'{"v":1.0}', 'not a record of a known schema version ("v": 1.0), skipped'),
+        (
+            b'{"v":1,"durationMs":"fast"}',
+            "not a valid v1 record: durationMs should be a number or null, not a string, skipped",
+        ),
+        (
+            b'{"v":1,"jsonrpc":{"errorCode":1.5}}',
+            "not a valid v1 record: jsonrpc.errorCode should be an integer or null, not a number, "
+            "skipped",
+        ),
+        (
+            b'{"v":1,"httpStatuses":[200,"x"]}',
+            "not a valid v1 record: httpStatuses[1] should be an integer, not a string, skipped",
+        ),
+        (b"{oops", "not JSON (unexpected character, expected a string key at column 2), skipped"),
+    ],
+)
 def test_bad_lines_say_why(line: bytes, reason: str) -> None:
     recs, bad = decode_both(b'{"v":1}\n' + line + b'\n{"v":1}\n')
     assert len(recs) == 2
@@ -128,8 +147,9 @@ def test_vocabularies_are_learned_and_capped() -> None:
     recs, _ = dec.decode(b'{"v":1,"client":"a@1"}\n{"v":1,"client":"b@2"}\n')
     assert [r.client for r in recs] == ["a@1", "b@2"]
     assert dec.vocabulary["client"] == {"a@1", "b@2"}
-    many = b"".join(orjson.dumps({"v": 1, "client": f"c{i}"}) + b"\n"
-                    for i in range(MAX_VOCABULARY + 5))
+    many = b"".join(
+        orjson.dumps({"v": 1, "client": f"c{i}"}) + b"\n" for i in range(MAX_VOCABULARY + 5)
+    )
     recs, _ = dec.decode(many)
     assert len(recs) == MAX_VOCABULARY + 5
     assert dec.vocabulary["client"] is None  # too many values: plain strings from now on

@@ -35,10 +35,8 @@ def out(fmt: OutputFormat, rows: list[list[object]] = ROWS, color: bool = False)
 def test_json_is_one_array_of_objects() -> None:
     text = out(OutputFormat.JSON)
     assert json.loads(text) == [
-        {"name": "a|b", "calls": 10, "share": 0.25, "p50_ms": 12.3456, "ok": True,
-         "offset": 1.5},
-        {"name": "c", "calls": 2000, "share": None, "p50_ms": None, "ok": False,
-         "offset": None},
+        {"name": "a|b", "calls": 10, "share": 0.25, "p50_ms": 12.3456, "ok": True, "offset": 1.5},
+        {"name": "c", "calls": 2000, "share": None, "p50_ms": None, "ok": False, "offset": None},
     ]
     assert text.count("\n") == 4  # one object per line inside the array
     assert out(OutputFormat.JSON, []) == "[]\n"
@@ -52,8 +50,14 @@ def test_jsonl_is_one_object_per_line() -> None:
 
 def test_csv_has_a_header_and_plain_values() -> None:
     rows = list(csv.DictReader(io.StringIO(out(OutputFormat.CSV))))
-    assert rows[0] == {"name": "a|b", "calls": "10", "share": "0.25", "p50_ms": "12.3456",
-                       "ok": "true", "offset": "1.5"}
+    assert rows[0] == {
+        "name": "a|b",
+        "calls": "10",
+        "share": "0.25",
+        "p50_ms": "12.3456",
+        "ok": "true",
+        "offset": "1.5",
+    }
     assert rows[1]["share"] == "" and rows[1]["ok"] == "false"
     assert out(OutputFormat.CSV, []) == ",".join(HEADERS) + "\n"
 

@@ -30,8 +30,7 @@ def expected(f: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
         "failed calls": (failed, f["calls"]),
         "failed calls retried": (sum(f["retried"].values()), failed),
         "logical calls": (f["logical"], None),
-        "attempts per logical call": (f["calls"] / f["logical"] if f["logical"] else None,
-                                      None),
+        "attempts per logical call": (f["calls"] / f["logical"] if f["logical"] else None, None),
         "most attempts of one call": (f["max_attempt"] or None, None),
         "logical calls retried": (f["second"], f["logical"]),
         "retries": (f["retries"], None),
@@ -41,7 +40,9 @@ def expected(f: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
         "futile retries (-32602 repeated)": (f["futile"], f["retries"]),
         "sessions ended by 404": (f["ended_404"], None),
         "sessions ended by 404, never re-initialised": (
-            f["ended_404"] - f["reinitialised"], f["ended_404"]),
+            f["ended_404"] - f["reinitialised"],
+            f["ended_404"],
+        ),
         "input-required results": (f["ir"], None),
         "input-required results continued": (f["continued"], f["ir"]),
         "continued results whose chain completed": (f["completed"], f["continued"]),
@@ -53,8 +54,11 @@ def expected(f: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     return out
 
 
-def check(rows: list[dict[str, Any]], figs: dict[tuple[str, ...], dict[str, Any]],
-          by: tuple[str, ...] = ("client",)) -> None:
+def check(
+    rows: list[dict[str, Any]],
+    figs: dict[tuple[str, ...], dict[str, Any]],
+    by: tuple[str, ...] = ("client",),
+) -> None:
     seen: dict[tuple[str, ...], set[str]] = {}
     for row in rows:
         g = tuple(row[d] for d in by)
@@ -105,8 +109,11 @@ def test_legacy_records_have_no_retry_links() -> None:
     check(rows, oracle.retries([oracle.load(LEGACY)]))
     by_name = {(r["client"], r["figure"]): r for r in rows}
     assert all(r["value"] == 0 for (_, name), r in by_name.items() if name == "retries")
-    lost = [r for (_, name), r in by_name.items()
-            if name == "sessions ended by 404, never re-initialised"]
+    lost = [
+        r
+        for (_, name), r in by_name.items()
+        if name == "sessions ended by 404, never re-initialised"
+    ]
     assert all(r["value"] == r["of"] for r in lost)
 
 
@@ -115,11 +122,21 @@ def test_legacy_records_have_no_retry_links() -> None:
 
 def rec(id: int, outcome: str | None, **fields: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
-        "v": 1, "id": id, "kind": "request" if outcome else "notification",
-        "ts": f"2026-11-30T15:00:{id % 60:02d}.000Z", "durationMs": 5.0,
-        "session": "s-a", "client": "c@1", "method": "tools/call", "tool": "t",
-        "httpStatuses": [200], "jsonrpc": {"id": id, "errorCode": None, "errorMessage": None},
-        "outcome": outcome, "retryOrigin": "none", "attempt": 1, "retryOf": None,
+        "v": 1,
+        "id": id,
+        "kind": "request" if outcome else "notification",
+        "ts": f"2026-11-30T15:00:{id % 60:02d}.000Z",
+        "durationMs": 5.0,
+        "session": "s-a",
+        "client": "c@1",
+        "method": "tools/call",
+        "tool": "t",
+        "httpStatuses": [200],
+        "jsonrpc": {"id": id, "errorCode": None, "errorMessage": None},
+        "outcome": outcome,
+        "retryOrigin": "none",
+        "attempt": 1,
+        "retryOf": None,
     }
     base.update(fields)
     return base
@@ -141,13 +158,35 @@ def figures_of(path: Path | list[Path], **run: Any) -> dict[str, Any]:
 CHAIN = [
     rec(1, "SUCCESS", method="initialize", tool=None),
     rec(2, "JSONRPC_ERROR", jsonrpc={"id": 2, "errorCode": -32602, "errorMessage": "x"}),
-    rec(3, "JSONRPC_ERROR", attempt=2, retryOf=2, retryOrigin="reissue",
-        jsonrpc={"id": 3, "errorCode": -32602, "errorMessage": "x"}),
+    rec(
+        3,
+        "JSONRPC_ERROR",
+        attempt=2,
+        retryOf=2,
+        retryOrigin="reissue",
+        jsonrpc={"id": 3, "errorCode": -32602, "errorMessage": "x"},
+    ),
     rec(4, "HTTP_ERROR", httpStatuses=[503], retryAfterMs=1000),
-    rec(5, "NO_RESPONSE", attempt=2, retryOf=4, retryOrigin="reissue", retryAfterHonored=True,
-        httpStatuses=[503], toolSafety="unsafe"),
-    rec(6, "TOOL_SUCCESS", attempt=3, retryOf=5, retryOrigin="resend", unsafeRetry=True,
-        httpStatuses=[503, 200], retryDelayMs=250.0),
+    rec(
+        5,
+        "NO_RESPONSE",
+        attempt=2,
+        retryOf=4,
+        retryOrigin="reissue",
+        retryAfterHonored=True,
+        httpStatuses=[503],
+        toolSafety="unsafe",
+    ),
+    rec(
+        6,
+        "TOOL_SUCCESS",
+        attempt=3,
+        retryOf=5,
+        retryOrigin="resend",
+        unsafeRetry=True,
+        httpStatuses=[503, 200],
+        retryDelayMs=250.0,
+    ),
     rec(7, "INPUT_REQUIRED"),
     rec(8, "INPUT_REQUIRED", continues=7),
     rec(9, "STREAM_INCOMPLETE", continues=8),
@@ -156,8 +195,15 @@ CHAIN = [
     rec(12, "HTTP_ERROR", httpStatuses=[404]),
     {**rec(13, None), "kind": "session_end", "endReason": "not_found", "outcome": None},
     rec(14, "SUCCESS", method="initialize", tool=None, session="s-b", previousSession="s-a"),
-    rec(15, "TOOL_SUCCESS", session="s-b", attempt=2, retryOf=12, retryOrigin="reinit",
-        httpStatuses=[404, 200]),
+    rec(
+        15,
+        "TOOL_SUCCESS",
+        session="s-b",
+        attempt=2,
+        retryOf=12,
+        retryOrigin="reinit",
+        httpStatuses=[404, 200],
+    ),
     rec(16, "HTTP_ERROR", session="s-c", httpStatuses=[404]),
 ]
 
@@ -193,15 +239,18 @@ def test_concatenated_recordings_restart_ids(tmp_path: Path) -> None:
     # Two runs' files joined: ids restart at 1, so id 2 of the second is not id 2 of the
     # first (whose retry, id 3 in the second file, must not be linked to the first's 2).
     first = CHAIN[:3]
-    second = [rec(1, "SUCCESS", method="initialize", tool=None),
-              rec(2, "TOOL_ERROR"),
-              rec(3, "JSONRPC_ERROR", attempt=2, retryOf=2, retryOrigin="reissue")]
+    second = [
+        rec(1, "SUCCESS", method="initialize", tool=None),
+        rec(2, "TOOL_ERROR"),
+        rec(3, "JSONRPC_ERROR", attempt=2, retryOf=2, retryOrigin="reissue"),
+    ]
     joined = write_jsonl(tmp_path / "joined.jsonl", first + second)
     got = figures_of(joined, range_bytes=200, block_bytes=256)
     assert got["futile retries (-32602 repeated)"] == (1, 2)  # only the first file's
     assert got["failed calls retried: TOOL_ERROR"] == (1, 1)
-    separate = figures_of([write_jsonl(tmp_path / "a.jsonl", first),
-                           write_jsonl(tmp_path / "b.jsonl", second)])
+    separate = figures_of(
+        [write_jsonl(tmp_path / "a.jsonl", first), write_jsonl(tmp_path / "b.jsonl", second)]
+    )
     assert got == separate
 
 
@@ -209,15 +258,22 @@ def test_link_state_is_bounded() -> None:
     linker = Linker(max_candidates=3, max_sessions=2)
     from mcp_layers_analysis.retries import TaskPart
 
-    events = [(0, i, "g", True, "HTTP_ERROR", None, None, None, f"s{i}", None, True)
-              for i in range(1, 50)]
+    events = [
+        (0, i, "g", True, "HTTP_ERROR", None, None, None, f"s{i}", None, True) for i in range(1, 50)
+    ]
     linker.take(TaskPart(events, 0))
     assert len(linker.candidates) == 3
     assert len(linker.ended) == 2
     # A retry of a forgotten attempt is not counted as a retry of it; a recent one is.
-    linker.take(TaskPart([(0, 50, "g", True, "SUCCESS", None, 1, None, "s", None, False),
-                          (0, 51, "g", True, "SUCCESS", None, 49, None, "s", None, False)],
-                         0))
+    linker.take(
+        TaskPart(
+            [
+                (0, 50, "g", True, "SUCCESS", None, 1, None, "s", None, False),
+                (0, 51, "g", True, "SUCCESS", None, 49, None, "s", None, False),
+            ],
+            0,
+        )
+    )
     assert linker.links["g"].retried == {"HTTP_ERROR": 1}
 
 
@@ -225,8 +281,9 @@ def test_ids_out_of_order_within_a_recording_are_one_run(tmp_path: Path) -> None
     # The addon numbers records as requests arrive and writes them as they end: a slow
     # call's record comes after faster later ones. That is not a new run.
     out_of_order = [CHAIN[0], CHAIN[3], CHAIN[2 - 1], CHAIN[2], CHAIN[4], CHAIN[5]]
-    got = figures_of(write_jsonl(tmp_path / "r.jsonl", out_of_order), range_bytes=300,
-                     block_bytes=256)
+    got = figures_of(
+        write_jsonl(tmp_path / "r.jsonl", out_of_order), range_bytes=300, block_bytes=256
+    )
     assert got["futile retries (-32602 repeated)"] == (1, 3)
     assert got["failed calls retried: HTTP_ERROR"] == (1, 1)
 
@@ -238,11 +295,15 @@ def test_a_retry_in_a_rotated_part_links_to_the_first_part(tmp_path: Path) -> No
     runs.mkdir()
     write_jsonl(runs / "mcp-20261130T154121Z.jsonl", CHAIN[:4])
     write_jsonl(runs / "mcp-20261130T154121Z-002.jsonl", CHAIN[4:7])
-    write_jsonl(runs / "mcp-20261130T170000Z.jsonl", [rec(1, "SUCCESS", method="initialize",
-                                                          tool=None)])
+    write_jsonl(
+        runs / "mcp-20261130T170000Z.jsonl", [rec(1, "SUCCESS", method="initialize", tool=None)]
+    )
     names = [Path(s.name).name for s in inputs.expand([str(runs)])]
-    assert names == ["mcp-20261130T154121Z.jsonl", "mcp-20261130T154121Z-002.jsonl",
-                     "mcp-20261130T170000Z.jsonl"]
+    assert names == [
+        "mcp-20261130T154121Z.jsonl",
+        "mcp-20261130T154121Z-002.jsonl",
+        "mcp-20261130T170000Z.jsonl",
+    ]
     got = figures_of(runs)
     assert got["failed calls retried: HTTP_ERROR"] == (1, 1)  # 4 (part 1) by 5 (part 2)
     assert got["failed calls retried: NO_RESPONSE"] == (1, 1)

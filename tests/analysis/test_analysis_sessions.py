@@ -19,8 +19,9 @@ def cli_json(*args: Any) -> list[dict[str, Any]]:
 
 def test_sessions_match_the_records() -> None:
     records = oracle.load(SYNTHETIC)
-    want: dict[str, dict[str, Any]] = defaultdict(lambda: {"requests": 0, "failed": 0,
-                                                           "retries": 0, "posts": 0, "ts": []})
+    want: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"requests": 0, "failed": 0, "retries": 0, "posts": 0, "ts": []}
+    )
     order: list[str] = []
     nexts = {}
     for r in records:
@@ -45,7 +46,11 @@ def test_sessions_match_the_records() -> None:
     for row in rows:
         w = want[row["session"]]
         assert (row["requests"], row["failed"], row["retries"], row["posts"]) == (
-            w["requests"], w["failed"], w["retries"], w["posts"])
+            w["requests"],
+            w["failed"],
+            w["retries"],
+            w["posts"],
+        )
         assert row["started"] == min(w["ts"])
         assert row["next_session"] == nexts.get(row["session"])
         if "ended" in w:
@@ -78,8 +83,9 @@ def test_show_prints_every_post_in_order_with_what_it_retried() -> None:
     records = [r for r in oracle.load(SYNTHETIC) if r.get("session") == session]
     rows = cli_json("show", session, SYNTHETIC)
     assert len(rows) == len(records)
-    assert [r["id"] for r in rows] == [r["id"] for r in sorted(
-        records, key=lambda r: (r["ts"], r["postCount"], r["id"]))]
+    assert [r["id"] for r in rows] == [
+        r["id"] for r in sorted(records, key=lambda r: (r["ts"], r["postCount"], r["id"]))
+    ]
     assert rows[0]["offset_s"] == 0.0
     assert all(a["offset_s"] <= b["offset_s"] for a, b in itertools.pairwise(rows))
     assert rows[0]["call"] == "initialize"
@@ -102,20 +108,46 @@ def test_show_with_a_filter_and_an_unknown_session() -> None:
     result = invoke("show", "s-0000000000", SYNTHETIC)
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr == ("mcp-layers: no records of session s-0000000000 "
-                             "(list them with: mcp-layers sessions PATH)\n")
+    assert result.stderr == (
+        "mcp-layers: no records of session s-0000000000 "
+        "(list them with: mcp-layers sessions PATH)\n"
+    )
 
 
 def test_the_first_real_end_of_a_session_counts(tmp_path: Any) -> None:
     # From a real capture: a 404 ends the session (not_found); the client's DELETE after
     # it is refused (404, note not_ended:404) and ends nothing.
     lines = [
-        {"v": 1, "id": 1, "kind": "request", "session": "s-a", "ts": "2026-11-30T16:17:00.955Z",
-         "method": "tools/call", "outcome": "HTTP_ERROR", "httpStatuses": [404]},
-        {"v": 1, "id": 2, "kind": "session_end", "session": "s-a", "endReason": "not_found",
-         "ts": "2026-11-30T16:17:00.956Z", "httpStatuses": [404], "notes": []},
-        {"v": 1, "id": 3, "kind": "session_end", "session": "s-a", "endReason": "delete",
-         "ts": "2026-11-30T16:17:01.000Z", "httpStatuses": [404], "notes": ["not_ended:404"]},
+        {
+            "v": 1,
+            "id": 1,
+            "kind": "request",
+            "session": "s-a",
+            "ts": "2026-11-30T16:17:00.955Z",
+            "method": "tools/call",
+            "outcome": "HTTP_ERROR",
+            "httpStatuses": [404],
+        },
+        {
+            "v": 1,
+            "id": 2,
+            "kind": "session_end",
+            "session": "s-a",
+            "endReason": "not_found",
+            "ts": "2026-11-30T16:17:00.956Z",
+            "httpStatuses": [404],
+            "notes": [],
+        },
+        {
+            "v": 1,
+            "id": 3,
+            "kind": "session_end",
+            "session": "s-a",
+            "endReason": "delete",
+            "ts": "2026-11-30T16:17:01.000Z",
+            "httpStatuses": [404],
+            "notes": ["not_ended:404"],
+        },
     ]
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))

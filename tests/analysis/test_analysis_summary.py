@@ -20,8 +20,9 @@ def summary_rows(*args: Any) -> list[dict[str, Any]]:
     return json.loads(result.stdout)
 
 
-def check_against_oracle(rows: list[dict[str, Any]], records: list[dict[str, Any]],
-                         by: tuple[str, ...] = ("client",)) -> None:
+def check_against_oracle(
+    rows: list[dict[str, Any]], records: list[dict[str, Any]], by: tuple[str, ...] = ("client",)
+) -> None:
     want = oracle.summary(records, by)
     got_keys = set()
     for row in rows:
@@ -37,7 +38,11 @@ def check_against_oracle(rows: list[dict[str, Any]], records: list[dict[str, Any
             exact = oracle.nearest_rank(cell["durations"], q)
             # Reported values are rounded to the microsecond after the bucket's error.
             assert abs(row[column] - exact) <= exact * RELATIVE_ERROR + 0.0005 + 1e-9, (
-                key, column, row[column], exact)
+                key,
+                column,
+                row[column],
+                exact,
+            )
     assert got_keys == set(want)
 
 
@@ -55,19 +60,35 @@ def test_summary_by_dimensions(by: tuple[str, ...]) -> None:
 
 
 def test_filters_choose_the_records() -> None:
-    records = [r for r in oracle.load(SYNTHETIC)
-               if r["client"] in ("peer-py-client@0.1", "peer-ts-client@0.1")
-               and r["method"] == "tools/call"
-               and "2026-11-30T15:00:05.000Z" <= r["ts"] < "2026-11-30T15:00:20.000Z"]
-    rows = summary_rows(SYNTHETIC, "--client", "peer-py-client", "--client",
-                        "peer-ts-client@0.1", "--method", "tools/call",
-                        "--since", "2026-11-30T15:00:05Z", "--until", "2026-11-30T15:00:20Z")
+    records = [
+        r
+        for r in oracle.load(SYNTHETIC)
+        if r["client"] in ("peer-py-client@0.1", "peer-ts-client@0.1")
+        and r["method"] == "tools/call"
+        and "2026-11-30T15:00:05.000Z" <= r["ts"] < "2026-11-30T15:00:20.000Z"
+    ]
+    rows = summary_rows(
+        SYNTHETIC,
+        "--client",
+        "peer-py-client",
+        "--client",
+        "peer-ts-client@0.1",
+        "--method",
+        "tools/call",
+        "--since",
+        "2026-11-30T15:00:05Z",
+        "--until",
+        "2026-11-30T15:00:20Z",
+    )
     check_against_oracle(rows, records)
 
 
 def test_tool_and_scenario_filters() -> None:
-    records = [r for r in oracle.load(SYNTHETIC) + oracle.load(BASELINE)
-               if r.get("tool") == "search" and r["scenario"] == "baseline"]
+    records = [
+        r
+        for r in oracle.load(SYNTHETIC) + oracle.load(BASELINE)
+        if r.get("tool") == "search" and r["scenario"] == "baseline"
+    ]
     rows = summary_rows(SYNTHETIC, BASELINE, "--tool", "search", "--scenario", "baseline")
     check_against_oracle(rows, records)
 
@@ -82,8 +103,7 @@ def test_top_limits_codes_and_statuses() -> None:
                 per_group.setdefault((r["client"], r["origin"]), []).append(r)
         assert per_group and all(len(v) == 1 for v in per_group.values())
     full = summary_rows(SYNTHETIC)
-    tops = {(r["client"], r["origin"]): r["calls"] for r in rows
-            if r["breakdown"] == "http_status"}
+    tops = {(r["client"], r["origin"]): r["calls"] for r in rows if r["breakdown"] == "http_status"}
     for r in full:
         if r["breakdown"] == "http_status":
             assert r["calls"] <= tops[(r["client"], r["origin"])]

@@ -29,8 +29,15 @@ def documented_fields() -> dict[str, str]:
     return fields
 
 
-TYPES = {"int": int, "string": str, "number": (int, float), "bool": bool,
-         "object": dict, "list of int": list, "list of string": list}
+TYPES = {
+    "int": int,
+    "string": str,
+    "number": (int, float),
+    "bool": bool,
+    "object": dict,
+    "list of int": list,
+    "list of string": list,
+}
 
 
 def type_ok(value: Any, documented: str) -> bool:
@@ -87,7 +94,7 @@ def test_links_point_back_and_counters_go_up() -> None:
             assert prev["client"] == r["client"]
             assert prev["method"] == r["method"] and prev["tool"] == r["tool"]
             assert r["attempt"] == prev["attempt"] + 1
-            assert r["httpStatuses"][:len(prev["httpStatuses"])] == prev["httpStatuses"]
+            assert r["httpStatuses"][: len(prev["httpStatuses"])] == prev["httpStatuses"]
         if r["continues"] is not None:
             assert by_id[r["continues"]]["outcome"] == "INPUT_REQUIRED"
         if r["retryOrigin"] == "resend":
@@ -106,7 +113,15 @@ def test_the_fixture_has_a_realistic_mix() -> None:
     assert {r["endReason"] for r in records} >= {"delete", "not_found"}
     assert {r["contentType"] for r in records} >= {"text/event-stream", "application/json"}
     assert len({r["client"] for r in records}) == 5
-    for flag in ("injected", "unsafeRetry", "continues", "previousSession", "negotiation",
-                 "retryAfterMs", "ackNote", "serverMethod"):
+    for flag in (
+        "injected",
+        "unsafeRetry",
+        "continues",
+        "previousSession",
+        "negotiation",
+        "retryAfterMs",
+        "ackNote",
+        "serverMethod",
+    ):
         assert any(r[flag] for r in records), flag
     assert {r["retryAfterHonored"] for r in records} == {None, True, False}

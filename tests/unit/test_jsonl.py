@@ -48,6 +48,7 @@ def test_rotation_never_splits_a_record(tmp_path: Path) -> None:
     w = RecordWriter(tmp_path, started=0.0, max_bytes=200)
     w.write([{"id": i, "pad": "x" * 50} for i in range(20)])
     w.close()
+
     def part(p: Path) -> int:
         tail = p.stem.rsplit("-", 1)[-1]
         return int(tail) if tail.isdigit() else 1
