@@ -4,8 +4,9 @@ Theory of operation. The adapter feeds `Tracker.handle` one event at a time (see
 `events.py`) and writes whatever records come back. A POST whose body is JSON-RPC opens
 an *exchange*; so do a GET (an event stream) and a DELETE on an MCP endpoint. Anything
 else is ignored, so no state is held for traffic that is not MCP. Each exchange moves
-through the phases of `TRANSITIONS` (one table, in exchanges.py, in the spirit of h11's `_state.py`): it
-waits for headers, then for a buffered body or a stream, and is *finished* exactly once,
+through the phases of `TRANSITIONS` (one table, in exchanges.py, in the spirit of h11's
+`_state.py`): it waits for headers, then for a buffered body or a stream, and is
+*finished* exactly once,
 by its body, the end of its stream, an error or the proxy stopping.
 
 Most requests are answered on their own exchange. Two are not, and are *parked* until
