@@ -6,8 +6,8 @@ an *exchange*; so do a GET (an event stream) and a DELETE on an MCP endpoint. An
 else is ignored, so no state is held for traffic that is not MCP. Each exchange moves
 through the phases of `TRANSITIONS` (one table, in exchanges.py, in the spirit of h11's
 `_state.py`): it waits for headers, then for a buffered body or a stream, and is
-*finished* exactly once,
-by its body, the end of its stream, an error or the proxy stopping.
+*finished* exactly once, by its body, the end of its stream, an error or the proxy
+stopping.
 
 Most requests are answered on their own exchange. Two are not, and are *parked* until
 their answer arrives on a GET stream of the same session: a 2024-11-05 POST (answered
