@@ -22,6 +22,7 @@ import asyncio
 import logging
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -363,7 +364,7 @@ class McpLayers:
         headers = _pick(req.headers, _REQUEST_NAMES)
         body = None
         if raw is not None and len(raw) <= self._max_body:
-            body = _content(req, headers)
+            body = _content(req, headers, self._max_body)
         return PostReceived(
             flow=flow.id,
             ts=req.timestamp_start,
@@ -384,14 +385,17 @@ class McpLayers:
             # A reply made by an addon (a fault rule, say) is sent whole, never through
             # the tap: hand its body to the stream parser in one piece.
             self.feed(StreamChunk(flow.id, ts, resp.raw_content))
-        if resp.stream:
+        if tap is not None:
             return StreamEnded(flow.id, ts)
         raw = resp.raw_content
-        too_big = raw is not None and len(raw) > self._max_body
+        if resp.stream or raw is None:
+            # Streamed by mitmproxy itself (`stream_large_bodies`) or by another addon, not
+            # through our tap: the body passed unseen, so the verdict is unknown.
+            return ResponseBody(flow.id, ts, None, 0)
         body = None
-        if not too_big and raw is not None:
-            body = resp.get_content(strict=False) if "content-encoding" in resp.headers else raw
-        return ResponseBody(flow.id, ts, body, len(raw) if raw is not None else 0)
+        if len(raw) <= self._max_body:
+            body = _content(resp, _pick(resp.headers, _RESPONSE_NAMES), self._max_body)
+        return ResponseBody(flow.id, ts, body, len(raw))
 
     # -- fault injection (only with --set mcp_faults / mcp_fault) -------------------------
 
@@ -402,7 +406,9 @@ class McpLayers:
         session, client, version = described
         req = flow.request
         view = faults.request_view(
-            req.get_content(strict=False) if req.method == "POST" else None,
+            _content(req, _pick(req.headers, _REQUEST_NAMES), self._max_body)
+            if req.method == "POST"
+            else None,
             session=session,
             client=client,
             protocol_version=version,
@@ -435,7 +441,9 @@ class McpLayers:
         tap = StreamTap(self, flow.id)
         if decision is None:
             return tap
-        rpc = faults.request_view(flow.request.get_content(strict=False)).rpc_id
+        req = flow.request
+        rpc = faults.request_view(_content(req, _pick(req.headers, _REQUEST_NAMES), self._max_body))
+        rpc = rpc.rpc_id
         cutter = decision.cutter(rpc, self.tracker.settings.max_event_bytes)
         return tap if cutter is None else CutTap(cutter, tap)
 
@@ -531,11 +539,22 @@ def _pick(headers: http.Headers, names: dict[bytes, str]) -> dict[str, str]:
     return picked
 
 
-def _content(message: http.Message, picked: dict[str, str]) -> bytes | None:
-    """The body, decoded only when it is encoded (decoding is a copy)."""
-    if "content-encoding" in picked:
-        return message.get_content(strict=False)
-    return message.raw_content
+def _content(message: http.Message, picked: dict[str, str], cap: int) -> bytes | None:
+    """The body, decoded only when it is encoded, and never past `cap` bytes: a small
+    gzip can hold gigabytes of zeros. None when it cannot be read within that (over the
+    cap, corrupt, or an encoding with no bounded decoder at hand: br, zstd)."""
+    raw = message.raw_content
+    encoding = picked.get("content-encoding", "identity").strip().lower()
+    if raw is None or encoding in ("", "identity"):
+        return raw
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        return None
+    inflater = zlib.decompressobj(wbits=47)  # gzip or zlib framing
+    try:
+        out = inflater.decompress(raw, cap + 1)
+    except zlib.error:
+        return None
+    return None if len(out) > cap or inflater.unconsumed_tail else out
 
 
 def _is_event_stream(picked: dict[str, str]) -> bool:

@@ -80,7 +80,7 @@ def retry_after_ms(value: str | None, now: float) -> int | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # "²".isdigit() is true, int("²") is not
         return int(value) * 1000 if len(value) <= 9 else None
     try:
         when = parsedate_to_datetime(value).timestamp()

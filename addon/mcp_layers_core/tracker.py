@@ -165,7 +165,8 @@ class Tracker:
             )
         x.phase = nxt
         if isinstance(event, StreamChunk):
-            return self._chunk(x, event.data, event.ts)
+            # Parked requests expire on any traffic, not only on the next request.
+            return self._expire(event.ts) + self._chunk(x, event.data, event.ts)
         if isinstance(event, ResponseStarted):
             return self._headers(x, event)
         if isinstance(event, ResponseBody):
@@ -240,7 +241,7 @@ class Tracker:
             p.safety = self.safety.safety(x.server, p.tool)
         if method == "initialize":
             p.previous_session = self.sessions.take_lost(self._identity(x))
-        if method == "server/discover" or (version or "") >= "2026":
+        if method == "server/discover" or (version or "").startswith("2026"):
             x.negotiating = True  # a rejection here may be version negotiation
         p.attempt = Attempt(
             record_id=p.record_id,
@@ -416,7 +417,8 @@ class Tracker:
                 records += self._park(x, p, ev.ts, resumable=False)
             return records
         if ev.body is None:
-            x.notes.append(f"body_over_cap:{ev.body_size}")
+            # Over the cap, undecodable, or streamed past the addon unseen (size 0).
+            x.notes.append(f"body_over_cap:{ev.body_size}" if ev.body_size else "body_unseen")
             for p in x.requests:
                 p.verdict = Verdict(Outcome.UNINSPECTED)
             return []
@@ -459,6 +461,8 @@ class Tracker:
     # -- streams ----------------------------------------------------------------------
 
     def _chunk(self, x: Exchange, data: bytes, ts: float) -> list[dict[str, Any]]:
+        if data:
+            x.had_body = True
         if x.parser is None or not x.stream_readable or not data:
             return []
         if x.inflater is not None:
@@ -553,7 +557,10 @@ class Tracker:
 
     def _legacy_endpoint(self, x: Exchange, data: str, ts: float) -> None:
         """2024-11-05: the stream names the POST URL, and with it the session."""
-        query = parse_qs(urlsplit(data.strip()).query)
+        try:
+            query = parse_qs(urlsplit(data.strip()).query)
+        except ValueError:  # not a URL at all (`http://[x/…`): no session to learn
+            return
         found = (query.get("session_id") or query.get("sessionId") or [None])[0]
         if found:
             x.saw_jsonrpc = True
@@ -644,6 +651,13 @@ class Tracker:
         return records
 
     def _expire(self, now: float) -> list[dict[str, Any]]:
+        # Answers no POST claimed (replays of a resumed stream, say) are kept only as long
+        # as a parked request could still want them.
+        while self._unclaimed:
+            key, (_, seen) = next(iter(self._unclaimed.items()))
+            if now - seen < self._settings.resume_window_s:
+                break
+            del self._unclaimed[key]
         records: list[dict[str, Any]] = []
         while self._parked:
             key, oldest = next(iter(self._parked.items()))
@@ -671,21 +685,28 @@ class Tracker:
         return self._finish(x, ev.ts)
 
     def _stop(self, ev: ProxyStopping) -> list[dict[str, Any]]:
-        records: list[dict[str, Any]] = []
+        # Parked requests first: closing their GET stream below would otherwise call
+        # them `answer_stream_closed`, when it is the proxy that stopped.
+        records = self._finish_all_parked(ev.ts)
         for x in list(self._exchanges.values()):
             x.notes.append("proxy_shutdown")
             if x.parser is not None:
                 records += self._stream_closed(x, "error", ev.ts)
             else:
                 records += self._finish(x, ev.ts)
-        for parked in list(self._parked.values()):
-            records += self._finish_parked(parked, ev.ts, "proxy_shutdown")
-        self._parked.clear()
+        records += self._finish_all_parked(ev.ts)  # streams closed just now may park
         for agent in list(self._held):
             records += self._release_held(agent, negotiation=False)
         for session in self.sessions.live_real():
             session.ended = "shutdown"
             records.append(self._session_end_record(session, None, ev.ts, ev.ts, None))
+        return records
+
+    def _finish_all_parked(self, ts: float) -> list[dict[str, Any]]:
+        parked, self._parked = list(self._parked.values()), OrderedDict()
+        records: list[dict[str, Any]] = []
+        for p in parked:
+            records += self._finish_parked(p, ts, "proxy_shutdown")
         return records
 
     def _evict_if_full(self, ts: float) -> list[dict[str, Any]]:

@@ -218,3 +218,30 @@ def test_record_dir_option_writes_a_private_file(tmp_path: Path) -> None:
 
 def test_script_module_exposes_one_addon() -> None:
     assert len(mcp_layers.addons) == 1 and isinstance(mcp_layers.addons[0], mcp_layers.McpLayers)
+
+
+def test_gzip_body_is_inflated_only_up_to_the_cap() -> None:
+    import gzip
+
+    bomb = gzip.compress(b"0" * (4 * 1024 * 1024))  # 4 MiB of zeros in ~4 KiB
+    req = tutils.treq(method=b"POST", path=b"/mcp", content=bomb)
+    req.headers["content-encoding"] = "gzip"
+    picked = mcp_layers._pick(req.headers, mcp_layers._REQUEST_NAMES)
+    assert mcp_layers._content(req, picked, 1024 * 1024) is None
+    assert mcp_layers._content(req, picked, 8 * 1024 * 1024) == b"0" * (4 * 1024 * 1024)
+    req.headers["content-encoding"] = "br"
+    assert (
+        mcp_layers._content(req, mcp_layers._pick(req.headers, mcp_layers._REQUEST_NAMES), 10**9)
+        is None
+    )
+
+
+def test_json_answer_streamed_by_mitmproxy_is_uninspected(addon: Any) -> None:
+    f = post_flow()
+    addon.request(f)
+    respond(f, 200, "application/json", None)
+    f.response.stream = True  # what stream_large_bodies does
+    addon.responseheaders(f)
+    addon.response(f)
+    (rec,) = records(addon.out)
+    assert (rec["outcome"], rec["notes"]) == ("UNINSPECTED", ["body_unseen"])

@@ -319,7 +319,7 @@ def test_unresumed_stream_is_written_at_shutdown_or_after_the_window() -> None:
     assert expired["outcome"] == "STREAM_INCOMPLETE" and "not_resumed" in expired["notes"]
     assert r.sse(r.post(call(5), in_session("A")), [b"id: 2\ndata: \n\n"]) == []
     stopped = r.t.handle(ProxyStopping(r.tick()))
-    assert [x["jsonrpc"]["id"] for x in stopped if x["kind"] == "request"] == [4, 5]
+    assert sorted(x["jsonrpc"]["id"] for x in stopped if x["kind"] == "request") == [4, 5]
 
 
 def test_2026_streams_are_not_resumable() -> None:
@@ -426,3 +426,27 @@ def test_unanswered_delete_ends_the_session_once() -> None:
         "session_end", "delete", [], ["delete_unanswered"],
     )  # fmt: skip
     assert r.t.handle(ProxyStopping(r.tick())) == []  # no second end at shutdown
+
+
+def test_review_findings_stay_fixed() -> None:
+    # A Retry-After of non-ASCII digits is ignored, not a lost record.
+    assert retry_after_ms("²", 0.0) is None and retry_after_ms("١٢", 0.0) is None
+    r = Run()
+    (rec,) = r.json(r.post(call(1), UA), 503, b"", {"retry-after": "²"})
+    assert rec["outcome"] == "HTTP_ERROR" and rec["retryAfterMs"] is None
+    # An endpoint event that is not a URL teaches nothing and breaks nothing.
+    get = r.other("GET", {"accept": "text/event-stream", **UA})
+    r.t.handle(ResponseStarted(get, r.tick(), 200, SSE))
+    assert r.chunk(get, b"event: endpoint\ndata: http://[x/messages?session_id=1\n\n") == []
+    # A notification acknowledged with an SSE stream that carried events had a body.
+    f = r.post(b'{"jsonrpc":"2.0","method":"notifications/initialized"}', UA)
+    (ack,) = r.sse(f, [event({"jsonrpc": "2.0", "method": "notifications/message"})])
+    assert ack["ackNote"] == "200 with body"
+
+
+def test_body_streamed_past_the_addon_is_uninspected() -> None:
+    r = Run()
+    f = r.post(call(1), UA)
+    r.t.handle(ResponseStarted(f, r.tick(), 200, JSON))
+    (rec,) = r.t.handle(ResponseBody(f, r.tick(), None, 0))
+    assert (rec["outcome"], rec["notes"]) == ("UNINSPECTED", ["body_unseen"])
