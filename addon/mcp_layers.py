@@ -66,18 +66,22 @@ class StreamTap:
     the client. So it never raises, and it returns the very object it was given.
     """
 
-    __slots__ = ("_addon", "_flow", "seen")
+    __slots__ = ("_addon", "_feeding", "_flow", "_guard", "seen")
 
     def __init__(self, addon: McpLayers, flow_id: str) -> None:
         self._addon = addon
         self._flow = flow_id
+        self._guard = addon.guard("stream tap")
+        self._feeding = True  # False once the core has nothing more to learn here
         self.seen = False  # did any chunk pass? (an addon-made reply never streams)
 
     def __call__(self, data: bytes) -> bytes:
-        if data:  # b"" marks the end of the message; the `response` hook records it
+        if data and self._feeding:  # b"" ends the message; the `response` hook records it
             self.seen = True
-            with self._addon.guard("stream tap"):
+            with self._guard:
                 self._addon.feed(StreamChunk(self._flow, time.time(), data))
+                # A stream found not to be MCP (or unreadable) costs nothing from here on.
+                self._feeding = self._addon.tracker.wants_chunks(self._flow)
         return data
 
 

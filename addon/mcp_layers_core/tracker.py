@@ -128,6 +128,12 @@ class Tracker:
         x = self._exchanges.get(flow)
         return x is not None and x.parser is not None
 
+    def wants_chunks(self, flow: str) -> bool:
+        """Is there still anything to read in this flow's stream? (False: a stream shown
+        not to be MCP, an undecodable one, or an exchange already written.)"""
+        x = self._exchanges.get(flow)
+        return x is not None and x.parser is not None and x.stream_readable
+
     def describe(self, flow: str) -> tuple[str, str | None, str | None] | None:
         """(session, client, protocol version) of a tracked flow, as its records show them."""
         x = self._exchanges.get(flow)

@@ -245,3 +245,19 @@ def test_json_answer_streamed_by_mitmproxy_is_uninspected(addon: Any) -> None:
     addon.response(f)
     (rec,) = records(addon.out)
     assert (rec["outcome"], rec["notes"]) == ("UNINSPECTED", ["body_unseen"])
+
+
+def test_tap_stops_feeding_a_stream_that_is_not_mcp(addon: Any) -> None:
+    req = tutils.treq(method=b"GET", path=b"/events", content=b"")
+    req.headers["accept"] = "text/event-stream"
+    f = tflow.tflow(req=req)
+    f.response = None
+    addon.request(f)
+    respond(f, 200, "text/event-stream", None)
+    addon.responseheaders(f)
+    tap = f.response.stream
+    assert isinstance(tap, mcp_layers.StreamTap)
+    for i in range(12):
+        chunk = f"data: tick {i}\n\n".encode()
+        assert tap(chunk) is chunk
+    assert not addon.tracker.wants_chunks(f.id) and tap._feeding is False
