@@ -4,7 +4,9 @@ The order of the checks is the point: the transport decides first (a 500 with a
 success-looking body is an HTTP error), then the JSON-RPC envelope, then the tool
 result. `classify_answer` judges one decoded answer to one request; the exchange
 tracker decides which answer that is (a JSON body, or one event of an SSE stream) and
-calls `http_error`, `stream_incomplete` and friends for the cases with no answer.
+builds the verdicts with no answer (`NO_RESPONSE`, `STREAM_INCOMPLETE`, …) itself.
+`classify_body` is the seed article's whole-exchange classifier, kept as the reference
+the table tests hold the rules to.
 """
 
 from __future__ import annotations

@@ -899,10 +899,10 @@ class Tracker:
         )
         if x is not None:
             record["injected"] = x.injected
-        deleting = x is not None and x.kind == "session_end"
-        record["endReason"] = "delete" if deleting else session.ended
+        record["endReason"] = session.ended
         record["sessionStats"] = session.stats()
-        if x is not None and x.kind == "session_end":
+        if x is not None and x.kind == "session_end":  # the client's DELETE
+            record["endReason"] = "delete"
             record["notes"] = list(x.notes)
         return record
 
