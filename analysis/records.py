@@ -25,10 +25,11 @@ from operator import attrgetter
 from typing import Any, Final, Literal
 
 import orjson
+from mcp_layers_core.record import EndReason, RetryOrigin, ToolSafety
 
 from .errors import NewerRecordVersion
 from .limits import MAX_VOCABULARY
-from .schema import FIELDS, KINDS, LAYERS, NESTED, OUTCOMES, RECORD_VERSION, RETRY_ORIGINS
+from .schema import FIELDS, KINDS, LAYERS, NESTED, OUTCOMES, RECORD_VERSION
 
 try:  # msgspec is optional: the `bench` extra, not a runtime dependency
     import msgspec
@@ -223,9 +224,9 @@ SEED_VOCABULARY: Final[dict[str, tuple[str, ...]]] = {
     "kind": KINDS,
     "outcome": OUTCOMES,
     "layer": LAYERS,
-    "retryOrigin": ("none", *RETRY_ORIGINS),
-    "toolSafety": ("read_only", "idempotent", "unsafe", "unknown"),
-    "endReason": ("delete", "not_found", "shutdown"),
+    "retryOrigin": tuple(o.value for o in RetryOrigin),
+    "toolSafety": tuple(s.value for s in ToolSafety),
+    "endReason": tuple(r.value for r in EndReason),
     "method": (
         "initialize",
         "notifications/initialized",

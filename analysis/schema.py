@@ -1,64 +1,73 @@
-"""What the analysis reads from a record: the version, the fields, and the outcome vocabulary.
+"""What the analysis reads from a record, typed from the record definition.
 
-One declaration drives both decoders (msgspec Structs when msgspec is installed, orjson plus
-a checker otherwise), so the two accept and reject exactly the same lines. Only fields some
-command uses are declared; readers ignore the rest, as `docs/record-format.md` asks.
+The record is defined once, in the core (`mcp_layers_core.record`): field order, types and
+vocabularies come from there. This module spells their types in the small language both
+decoders are built from (msgspec Structs when msgspec is installed, orjson plus a checker
+otherwise), so the two accept and reject exactly the same lines, and gives the commands
+the vocabularies as plain strings.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from mcp_layers_core import record
+from mcp_layers_core.record import Bool, Enum, FieldType, Int, ListOf, Num, Obj, Str
+
 #: The record format version this command reads (`"v"` in every record).
-RECORD_VERSION: Final = 1
+RECORD_VERSION: Final = record.FORMAT_VERSION
 
 # Field types, spelled small so both decoders can be built from them: a scalar name, a list
-# of a scalar, or the name of a nested object below. Every field may also be null or absent.
-FieldType = str
+# of a scalar, or the name of a nested object in `NESTED`. Every field may also be null or
+# absent.
+DecoderType = str
 
-#: Nested objects, with the members the analysis reads.
-NESTED: Final[dict[str, dict[str, FieldType]]] = {
-    "JsonRpc": {"errorCode": "int"},
-    "Sse": {"events": "int", "final": "bool", "end": "str", "resumed": "bool"},
-    "Injected": {"rule": "str", "action": "str"},
+
+def _decoder_type(t: FieldType) -> DecoderType | None:
+    """The decoder's spelling of a type; None for what no command reads (ids as sent,
+    redacted bodies: any JSON)."""
+    if isinstance(t, Int):
+        return "int"
+    if isinstance(t, Num):
+        return "float"
+    if isinstance(t, Str | Enum):
+        return "str"
+    if isinstance(t, Bool):
+        return "bool"
+    if isinstance(t, ListOf):
+        return f"list[{_decoder_type(t.item)}]"
+    return None
+
+
+def _struct_name(field: str) -> str:
+    return {"jsonrpc": "JsonRpc"}.get(field, field[:1].upper() + field[1:])
+
+
+def _members(t: Obj) -> dict[str, DecoderType]:
+    return {m.name: d for m in t.members if (d := _decoder_type(m.type)) is not None}
+
+
+#: Nested objects, with the members the analysis decodes.
+NESTED: Final[dict[str, dict[str, DecoderType]]] = {
+    _struct_name(f.name): members
+    for f in record.FIELDS
+    if isinstance(f.type, Obj) and (members := _members(f.type))
 }
 
-#: Every field any command reads, with its type (see `docs/record-format.md`).
-FIELDS: Final[dict[str, FieldType]] = {
-    # In the order records carry them (docs/record-format.md): the decoder declares its
-    # fields in this order, which is what makes msgspec find each key at the first try.
-    "id": "int",
-    "kind": "str",
-    "ts": "str",
-    "durationMs": "float",
-    "server": "str",
-    "session": "str",
-    "client": "str",
-    "protocolVersion": "str",
-    "method": "str",
-    "tool": "str",
-    "postCount": "int",
-    "httpStatuses": "list[int]",
-    "contentType": "str",
-    "jsonrpc": "JsonRpc",
-    "outcome": "str",
-    "layer": "str",
-    "sse": "Sse",
-    "retryOrigin": "str",
-    "attempt": "int",
-    "retryOf": "int",
-    "retryDelayMs": "float",
-    "retryAfterMs": "float",
-    "retryAfterHonored": "bool",
-    "toolSafety": "str",
-    "unsafeRetry": "bool",
-    "continues": "int",
-    "previousSession": "str",
-    "serverMethod": "str",
-    "endReason": "str",
-    "injected": "Injected",
-    "scenario": "str",
-    "notes": "list[str]",
+
+def _field_type(name: str, t: FieldType) -> DecoderType | None:
+    if isinstance(t, Obj):
+        return _struct_name(name) if _struct_name(name) in NESTED else None
+    return _decoder_type(t)
+
+
+#: Every field the analysis decodes, with its type, in the order records carry them: the
+#: decoder declares its fields in this order, which is what makes msgspec find each key at
+#: the first try. `v` is checked apart, by both decoders.
+FIELDS: Final[dict[str, DecoderType]] = {
+    f.name: d
+    for f in record.FIELDS
+    if f.name != "v" and (d := _field_type(f.name, f.type)) is not None
 }
 
 #: What `summary` and `compare` need; a smaller set decodes faster.
@@ -81,50 +90,36 @@ SUMMARY_FIELDS: Final = (
 ALL_FIELDS: Final = tuple(FIELDS)
 
 # Record kinds.
-REQUEST: Final = "request"
-NOTIFICATION: Final = "notification"
-RESPONSE: Final = "response"
-SESSION_END: Final = "session_end"
-KINDS: Final = (REQUEST, NOTIFICATION, RESPONSE, SESSION_END)
+REQUEST: Final = record.Kind.REQUEST.value
+NOTIFICATION: Final = record.Kind.NOTIFICATION.value
+RESPONSE: Final = record.Kind.RESPONSE.value
+SESSION_END: Final = record.Kind.SESSION_END.value
+KINDS: Final = tuple(k.value for k in record.Kind)
 
 #: Layers in the order a table lists them (outer to inner, then the proxy's own).
-LAYERS: Final = ("transport", "protocol", "application", "interaction", "proxy")
+LAYERS: Final = tuple(layer.value for layer in record.Layer)
 
 #: Outcomes in the order the record format decides them.
-OUTCOMES: Final = (
-    "NO_RESPONSE",
-    "HTTP_ERROR",
-    "UNINSPECTED",
-    "STREAM_INCOMPLETE",
-    "MALFORMED_JSON",
-    "INVALID_ENVELOPE",
-    "JSONRPC_ERROR",
-    "INPUT_REQUIRED",
-    "INVALID_TOOL_RESULT",
-    "TOOL_ERROR",
-    "TOOL_SUCCESS",
-    "SUCCESS",
-    "INVALID_RESULT",
-)
+OUTCOMES: Final = tuple(o.value for o in record.Outcome)
 
 #: A call whose outcome is none of these failed. INPUT_REQUIRED is a turn, not a failure.
-NOT_FAILED: Final = frozenset({"SUCCESS", "TOOL_SUCCESS", "INPUT_REQUIRED"})
+NOT_FAILED: Final = frozenset(o.value for o in record.NOT_FAILED)
 
 #: Outcomes that end an input-required chain well.
-COMPLETED: Final = frozenset({"SUCCESS", "TOOL_SUCCESS"})
+COMPLETED: Final = frozenset(o.value for o in record.SUCCESSFUL)
 
 INITIALIZE: Final = "initialize"
-INPUT_REQUIRED: Final = "INPUT_REQUIRED"
-JSONRPC_ERROR: Final = "JSONRPC_ERROR"
+INPUT_REQUIRED: Final = record.Outcome.INPUT_REQUIRED.value
+JSONRPC_ERROR: Final = record.Outcome.JSONRPC_ERROR.value
 
 #: JSON-RPC "invalid params": repeating the same params cannot succeed.
 INVALID_PARAMS: Final = -32602
 
 #: How a retry was made (`retryOrigin`), in the order tables list them.
-RETRY_ORIGINS: Final = ("resend", "reissue", "reinit")
+RETRY_ORIGINS: Final = tuple(o.value for o in record.RETRY_ORIGINS)
 
 #: `endReason` of a session the server answered 404 (it forgot the session).
-NOT_FOUND: Final = "not_found"
+NOT_FOUND: Final = record.EndReason.NOT_FOUND.value
 
 #: A request record's last HTTP status that means the same.
 HTTP_NOT_FOUND: Final = 404

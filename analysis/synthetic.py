@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from mcp_layers_core.record import FIELDS, LAYER_OF, EndReason, Outcome, RetryOrigin, new_record
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -37,25 +38,7 @@ JSON = "application/json"
 #: Fields added with the retry/session tracker, in the order records carry them (after
 #: `retryOrigin`, before `scenario`); `legacy=True` leaves them out, as records written
 #: before they existed do.
-TRACKER_FIELDS = (
-    "attempt",
-    "retryOf",
-    "retryDelayMs",
-    "retryAfterMs",
-    "retryAfterHonored",
-    "toolSafety",
-    "unsafeRetry",
-    "continues",
-    "previousSession",
-    "negotiation",
-    "ackNote",
-    "serverMethod",
-    "answerMs",
-    "endReason",
-    "sessionStats",
-    "injected",
-    "bodies",
-)
+TRACKER_FIELDS = tuple(f.name for f in FIELDS if not f.always)
 
 # (tool, safety, median ms)
 TOOLS = (
@@ -72,46 +55,32 @@ INPUT_TOOL = ("book_flight", "unsafe", 180.0)
 
 # Failure outcomes of one attempt: (outcome, weight). The rest of the mass is success.
 TOOL_FAILURES = (
-    ("TOOL_ERROR", 50),
-    ("JSONRPC_ERROR", 30),
-    ("HTTP_ERROR", 40),
-    ("NO_RESPONSE", 10),
-    ("STREAM_INCOMPLETE", 15),
-    ("MALFORMED_JSON", 3),
-    ("INVALID_ENVELOPE", 3),
-    ("INVALID_TOOL_RESULT", 4),
-    ("UNINSPECTED", 2),
+    (Outcome.TOOL_ERROR, 50),
+    (Outcome.JSONRPC_ERROR, 30),
+    (Outcome.HTTP_ERROR, 40),
+    (Outcome.NO_RESPONSE, 10),
+    (Outcome.STREAM_INCOMPLETE, 15),
+    (Outcome.MALFORMED_JSON, 3),
+    (Outcome.INVALID_ENVELOPE, 3),
+    (Outcome.INVALID_TOOL_RESULT, 4),
+    (Outcome.UNINSPECTED, 2),
 )
 OTHER_FAILURES = (
-    ("JSONRPC_ERROR", 20),
-    ("HTTP_ERROR", 30),
-    ("NO_RESPONSE", 5),
-    ("STREAM_INCOMPLETE", 5),
-    ("INVALID_RESULT", 4),
-    ("MALFORMED_JSON", 2),
+    (Outcome.JSONRPC_ERROR, 20),
+    (Outcome.HTTP_ERROR, 30),
+    (Outcome.NO_RESPONSE, 5),
+    (Outcome.STREAM_INCOMPLETE, 5),
+    (Outcome.INVALID_RESULT, 4),
+    (Outcome.MALFORMED_JSON, 2),
 )
-LAYER = {
-    "NO_RESPONSE": "transport",
-    "HTTP_ERROR": "transport",
-    "UNINSPECTED": "proxy",
-    "STREAM_INCOMPLETE": "transport",
-    "MALFORMED_JSON": "protocol",
-    "INVALID_ENVELOPE": "protocol",
-    "JSONRPC_ERROR": "protocol",
-    "INPUT_REQUIRED": "interaction",
-    "INVALID_TOOL_RESULT": "protocol",
-    "TOOL_ERROR": "application",
-    "TOOL_SUCCESS": "application",
-    "SUCCESS": "protocol",
-    "INVALID_RESULT": "protocol",
-}
+LAYER = {o.value: layer.value for o, layer in LAYER_OF.items()}
 ERRORS = (
     (-32602, "Invalid params: 'query' is required", 6),
     (-32603, "Internal error", 3),
     (-32601, "Method not found", 1),
 )
 HTTP_FAILURES = ((503, 35), (429, 15), (500, 30), (502, 20))
-UNCERTAIN = frozenset({"NO_RESPONSE", "STREAM_INCOMPLETE"})
+UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,35 +227,21 @@ class Generator:
 
     def base(self, run: _Run, kind: str, start: float, duration: float | None) -> dict[str, Any]:
         s = run.session
-        rec: dict[str, Any] = {
-            "v": 1,
-            "id": None,
-            "kind": kind,
-            "ts": self.ts(start),
-            "durationMs": duration,
-            "server": run.server,
-            "session": s.sid if s else None,
-            "client": run.profile.client,
-            "userAgent": run.profile.user_agent,
-            "protocolVersion": run.protocol,
-            "method": None,
-            "tool": None,
-            "postCount": 0,
-            "httpStatuses": [],
-            "contentType": None,
-            "jsonrpc": None,
-            "resultType": None,
-            "isError": None,
-            "outcome": None,
-            "layer": None,
-            "sse": None,
-            "retryOrigin": "none",
-        }
-        if not self.legacy:
+        rec = new_record(
+            kind=kind,
+            ts=self.ts(start),
+            durationMs=duration,
+            server=run.server,
+            session=s.sid if s else None,
+            client=run.profile.client,
+            userAgent=run.profile.user_agent,
+            protocolVersion=run.protocol,
+            postCount=0,
+            scenario=self.scenario,
+        )
+        if self.legacy:
             for name in TRACKER_FIELDS:
-                rec[name] = None
-        rec["scenario"] = self.scenario
-        rec["notes"] = []
+                del rec[name]
         if kind != "session_end" and s is not None:
             s.posts += 1
         rec["postCount"] = s.posts if s else 1
@@ -341,9 +296,9 @@ class Generator:
         if tool:
             rec["tool"] = tool[0]
             self.set_tracker(rec, toolSafety=tool[1])
-        if outcome == "NO_RESPONSE":
+        if outcome == Outcome.NO_RESPONSE:
             rec["durationMs"] = 30000.0 if rng.random() < 0.3 else round(rng.uniform(0.3, 4), 1)
-        elif outcome == "HTTP_ERROR":
+        elif outcome == Outcome.HTTP_ERROR:
             status = _weighted(rng, HTTP_FAILURES)
             rec["httpStatuses"].append(status)
             rec["contentType"] = JSON if rng.random() < 0.7 else "text/plain"
@@ -352,28 +307,28 @@ class Generator:
                 rec["jsonrpc"].update(errorCode=-32603, errorMessage="Internal error")
             if status in (429, 503) and rng.random() < 0.8:
                 self.set_tracker(rec, retryAfterMs=rng.choice((1000, 2000, 5000)))
-        elif outcome == "STREAM_INCOMPLETE":
+        elif outcome == Outcome.STREAM_INCOMPLETE:
             self.answered(rec, status=200, sse=True, final=False, end=rng.choice(("eof", "error")))
             rec["durationMs"] = self.duration(median * 4)
-        elif outcome == "UNINSPECTED":
+        elif outcome == Outcome.UNINSPECTED:
             self.answered(rec, status=200, sse=sse)
             rec["notes"] = [rng.choice(("body_over_cap:17825792", "encoded_stream:br"))]
-        elif outcome in ("MALFORMED_JSON", "INVALID_ENVELOPE"):
+        elif outcome in (Outcome.MALFORMED_JSON, Outcome.INVALID_ENVELOPE):
             self.answered(rec, status=200, sse=sse)
-            if outcome == "INVALID_ENVELOPE" and sse and rng.random() < 0.5:
+            if outcome == Outcome.INVALID_ENVELOPE and sse and rng.random() < 0.5:
                 rec["notes"] = [f"unexpected_response_id:{rpc_id + 1}"]
-        elif outcome == "JSONRPC_ERROR":
+        elif outcome == Outcome.JSONRPC_ERROR:
             self.answered(rec, status=200, sse=sse)
             code, message = _error(rng, method)
             rec["jsonrpc"].update(errorCode=code, errorMessage=message)
         else:  # a result arrived
             self.answered(rec, status=200, sse=sse)
-            if outcome == "INPUT_REQUIRED":
+            if outcome == Outcome.INPUT_REQUIRED:
                 rec["resultType"] = "input_required"
-            elif outcome != "INVALID_RESULT":
+            elif outcome != Outcome.INVALID_RESULT:
                 rec["resultType"] = "complete"
-            if method == "tools/call" and outcome in ("TOOL_SUCCESS", "TOOL_ERROR"):
-                rec["isError"] = outcome == "TOOL_ERROR"
+            if method == "tools/call" and outcome in (Outcome.TOOL_SUCCESS, Outcome.TOOL_ERROR):
+                rec["isError"] = outcome == Outcome.TOOL_ERROR
         rec["outcome"] = outcome
         rec["layer"] = LAYER[outcome]
         self.set_tracker(rec, attempt=1)
@@ -382,12 +337,12 @@ class Generator:
     def sample_outcome(self, method: str, attempt: int, injected: bool) -> str:
         rng = self.rng
         if injected:
-            return rng.choice(("HTTP_ERROR", "STREAM_INCOMPLETE", "NO_RESPONSE"))
+            return rng.choice((Outcome.HTTP_ERROR, Outcome.STREAM_INCOMPLETE, Outcome.NO_RESPONSE))
         fail = 0.12 if method == "tools/call" else 0.03
         if attempt > 1:
             fail *= 0.5  # transient faults mostly clear
         if rng.random() >= fail:
-            return "TOOL_SUCCESS" if method == "tools/call" else "SUCCESS"
+            return Outcome.TOOL_SUCCESS if method == "tools/call" else Outcome.SUCCESS
         return _weighted(rng, TOOL_FAILURES if method == "tools/call" else OTHER_FAILURES)
 
     # ---------------------------------------------------------------- a run
@@ -400,7 +355,7 @@ class Generator:
         retry_of: dict[str, Any] | None = None  # a 404'd call to repeat after re-initialising
         for _ in range(3):  # at most three sessions (re-initialisations) per run
             outcome = yield from self.open_session(run, previous)
-            if outcome != "SUCCESS":
+            if outcome != Outcome.SUCCESS:
                 return
             calls = rng.randint(*p.calls)
             stand_in = run.session is not None and run.session.sid.startswith("c-")
@@ -446,7 +401,7 @@ class Generator:
                     run.clock,
                     "server/discover",
                     None,
-                    outcome="HTTP_ERROR" if older_server else "SUCCESS",
+                    outcome=Outcome.HTTP_ERROR if older_server else Outcome.SUCCESS,
                     rpc_id=self.next_id(run),
                     statuses=[],
                 )
@@ -459,7 +414,7 @@ class Generator:
                 run.clock += rec["durationMs"] + 1
                 yield rec
             if not older_server:
-                return "SUCCESS"  # 2026-07-28 all the way: no initialize, no session
+                return Outcome.SUCCESS  # 2026-07-28 all the way: no initialize, no session
             run.protocol = LEGACY  # the fallback
         run.session = _Session(self.session_id())
         run.sessions.append(run.session)
@@ -468,7 +423,7 @@ class Generator:
             run.clock,
             "initialize",
             None,
-            outcome="SUCCESS",
+            outcome=Outcome.SUCCESS,
             rpc_id=self.next_id(run),
             statuses=[],
         )
@@ -484,7 +439,7 @@ class Generator:
         yield note
         if rng.random() < 0.9:
             yield from self.call(run, method="tools/list")
-        return "SUCCESS"
+        return Outcome.SUCCESS
 
     def stand_in(self, run: _Run) -> str:
         # A hash of the client's host and user agent: clients on one host share it.
@@ -519,7 +474,7 @@ class Generator:
         assert method is not None
         prev: dict[str, Any] | None = retry
         delay: float | None = None  # from the end of `prev` to the next attempt
-        origin = "reinit" if retry is not None else "none"
+        origin = RetryOrigin.REINIT if retry is not None else RetryOrigin.NONE
         attempt = 2 if retry is not None else 1
         statuses: list[int] = list(retry["httpStatuses"]) if retry is not None else []
         rpc_id = self.next_id(run)
@@ -529,17 +484,17 @@ class Generator:
                 self.inject_rate > 0 and method == "tools/call" and rng.random() < self.inject_rate
             )
             outcome = self.sample_outcome(method, attempt, injected)
-            if continues is None and tool is INPUT_TOOL and outcome == "TOOL_SUCCESS":
-                outcome = "INPUT_REQUIRED"
-            elif continues is not None and outcome == "TOOL_SUCCESS" and rng.random() < 0.2:
-                outcome = "INPUT_REQUIRED"  # a second round
+            if continues is None and tool is INPUT_TOOL and outcome == Outcome.TOOL_SUCCESS:
+                outcome = Outcome.INPUT_REQUIRED
+            elif continues is not None and outcome == Outcome.TOOL_SUCCESS and rng.random() < 0.2:
+                outcome = Outcome.INPUT_REQUIRED  # a second round
             if (
                 prev is not None
-                and prev["outcome"] == "JSONRPC_ERROR"
+                and prev["outcome"] == Outcome.JSONRPC_ERROR
                 and prev["jsonrpc"]["errorCode"] == -32602
-                and origin != "none"
+                and origin != RetryOrigin.NONE
             ):
-                outcome = "JSONRPC_ERROR"  # same params, same answer
+                outcome = Outcome.JSONRPC_ERROR  # same params, same answer
             start = run.clock
             response: dict[str, Any] | None = None
             if (
@@ -547,15 +502,15 @@ class Generator:
                 and tool is not None
                 and tool[1] == "unsafe"
                 and rng.random() < 0.1
-                and outcome == "TOOL_SUCCESS"
+                and outcome == Outcome.TOOL_SUCCESS
             ):
                 # The server asks the user on the stream; the client answers in a POST.
                 response = self.server_request_answer(run, start)
             rec = self.request(
                 run, start, method, tool, outcome=outcome, rpc_id=rpc_id, statuses=statuses
             )
-            if prev is not None and origin != "none":
-                if outcome == "JSONRPC_ERROR" and prev["outcome"] == "JSONRPC_ERROR":
+            if prev is not None and origin != RetryOrigin.NONE:
+                if outcome == Outcome.JSONRPC_ERROR and prev["outcome"] == Outcome.JSONRPC_ERROR:
                     rec["jsonrpc"].update(
                         errorCode=prev["jsonrpc"]["errorCode"],
                         errorMessage=prev["jsonrpc"]["errorMessage"],
@@ -572,11 +527,11 @@ class Generator:
                 yield response
             run.clock = start + rec["durationMs"]
             yield rec
-            if rec["outcome"] == "INPUT_REQUIRED":
+            if rec["outcome"] == Outcome.INPUT_REQUIRED:
                 if rng.random() < 0.15:
                     return  # the user walked away
                 run.clock += self.duration(800.0)  # the user answers
-                continues, prev, origin, attempt = rec, None, "none", 1
+                continues, prev, origin, attempt = rec, None, RetryOrigin.NONE, 1
                 statuses, rpc_id = [], self.next_id(run)
                 continue
             choice = self.retry_choice(rec, attempt)
@@ -586,27 +541,31 @@ class Generator:
             run.clock += delay
             prev, attempt = rec, attempt + 1
             statuses = list(rec["httpStatuses"])
-            if origin == "reissue":
+            if origin == RetryOrigin.REISSUE:
                 rpc_id = self.next_id(run)
 
     def retry_choice(self, rec: dict[str, Any], attempt: int) -> tuple[str, float] | None:
         """Whether and how this client retries a failed attempt: (origin, delay ms)."""
         p = self.profile_of(rec)
         outcome = rec["outcome"]
-        if attempt >= p.max_attempts or outcome in ("SUCCESS", "TOOL_SUCCESS", "TOOL_ERROR"):
+        if attempt >= p.max_attempts or outcome in (
+            Outcome.SUCCESS,
+            Outcome.TOOL_SUCCESS,
+            Outcome.TOOL_ERROR,
+        ):
             return None
         rng = self.rng
         backoff = round(rng.uniform(50, 400) * attempt, 1)
         if outcome in UNCERTAIN and p.resend_uncertain:
-            return ("resend", backoff)
+            return (RetryOrigin.RESEND, backoff)
         status = rec["httpStatuses"][-1] if rec["httpStatuses"] else None
-        if outcome == "HTTP_ERROR" and p.reissue_http and status and status >= 429:
+        if outcome == Outcome.HTTP_ERROR and p.reissue_http and status and status >= 429:
             after = rec.get("retryAfterMs")
             if after and rng.random() < p.honours_retry_after:
-                return ("reissue", round(after + rng.uniform(5, 300), 1))
-            return ("reissue", backoff)
-        if outcome == "JSONRPC_ERROR" and p.reissue_invalid_params:
-            return ("reissue", backoff)
+                return (RetryOrigin.REISSUE, round(after + rng.uniform(5, 300), 1))
+            return (RetryOrigin.REISSUE, backoff)
+        if outcome == Outcome.JSONRPC_ERROR and p.reissue_invalid_params:
+            return (RetryOrigin.REISSUE, backoff)
         return None
 
     def profile_of(self, rec: dict[str, Any]) -> Profile:
@@ -621,13 +580,13 @@ class Generator:
         delay: float | None,
     ) -> None:
         rec["retryOrigin"] = origin
-        if origin == "resend":
+        if origin == RetryOrigin.RESEND:
             rec["jsonrpc"]["id"] = prev["jsonrpc"]["id"]
         if self.legacy:
             return
         after = prev.get("retryAfterMs")
         uncertain = prev["outcome"] in UNCERTAIN or (
-            prev["outcome"] == "HTTP_ERROR" and prev["httpStatuses"][-1] >= 500
+            prev["outcome"] == Outcome.HTTP_ERROR and prev["httpStatuses"][-1] >= 500
         )
         rec.update(
             attempt=attempt,
@@ -660,7 +619,7 @@ class Generator:
             run.clock,
             "tools/call",
             tool,
-            outcome="HTTP_ERROR",
+            outcome=Outcome.HTTP_ERROR,
             rpc_id=self.next_id(run),
             statuses=[],
         )
@@ -670,7 +629,7 @@ class Generator:
         run.clock += rec["durationMs"]
         yield rec
         end = self.base(run, "session_end", run.clock, None)
-        self.set_tracker(end, endReason="not_found", sessionStats=self.stats(run))
+        self.set_tracker(end, endReason=EndReason.NOT_FOUND, sessionStats=self.stats(run))
         assert run.session is not None
         run.session.open = False
         run.clock += self.duration(40.0)
@@ -681,7 +640,7 @@ class Generator:
         end = self.base(run, "session_end", run.clock, round(self.rng.uniform(0.5, 3), 1))
         end["httpStatuses"] = [404]
         end["notes"] = ["not_ended:404"]
-        self.set_tracker(end, endReason="delete", sessionStats=self.stats(run))
+        self.set_tracker(end, endReason=EndReason.DELETE, sessionStats=self.stats(run))
         return end
 
     def close(self, run: _Run) -> Iterator[dict[str, Any]]:
@@ -690,7 +649,7 @@ class Generator:
         if self.rng.random() < run.profile.deletes and run.session is not None:
             end = self.base(run, "session_end", run.clock, round(self.rng.uniform(0.5, 4), 1))
             end["httpStatuses"] = [200]
-            self.set_tracker(end, endReason="delete", sessionStats=self.stats(run))
+            self.set_tracker(end, endReason=EndReason.DELETE, sessionStats=self.stats(run))
             run.session.open = False
             yield end
         # Otherwise abandoned: the proxy ends it at shutdown, if it is still running.
@@ -711,7 +670,7 @@ class Generator:
         self._ended.add(s.sid)
         run.session = s
         end = self.base(run, "session_end", at, None)
-        self.set_tracker(end, endReason="shutdown", sessionStats=self.stats(run))
+        self.set_tracker(end, endReason=EndReason.SHUTDOWN, sessionStats=self.stats(run))
         s.open = False
         return end
 
@@ -757,9 +716,11 @@ def _tool_named(name: str) -> tuple[str, str, float]:
 
 
 def _injected_action(rec: dict[str, Any]) -> str:
-    if rec["outcome"] == "HTTP_ERROR":
+    if rec["outcome"] == Outcome.HTTP_ERROR:
         return f"status:{rec['httpStatuses'][-1]}"
-    return {"STREAM_INCOMPLETE": "cut_stream", "NO_RESPONSE": "drop"}.get(rec["outcome"], "delay")
+    return {Outcome.STREAM_INCOMPLETE: "cut_stream", Outcome.NO_RESPONSE: "drop"}.get(
+        rec["outcome"], "delay"
+    )
 
 
 def generate(

@@ -24,13 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from mcp_layers_core.record import RETRY_ORIGINS, SUCCESSFUL
+
 from . import clients as clients_mod
 from . import presets
 from .fake_model import DONE_PREFIX, read_log
 from .run import MODEL_LOG, RunResult, addon_warnings
 
-OK_OUTCOMES: Final = ("SUCCESS", "TOOL_SUCCESS")
-RETRY_ORIGINS: Final = ("resend", "reissue", "reinit")
+OK_OUTCOMES: Final = SUCCESSFUL
 #: (upper bound in ms, label): bounds sit between the delays seen in the lab, so that a
 #: rerun lands in the same bucket: re-inits 20–35 ms, a model's re-call 5–150 ms, back-offs
 #: of 250 ms and 1 s, a 2 s Retry-After, SDK request timeouts of 60 s.

@@ -12,55 +12,23 @@ the table tests hold the rules to.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from .jsonrpc import NOT_JSON, same_id, try_loads
+from .record import LAYER_OF, SUCCESSFUL, Layer, Outcome
 
+__all__ = [
+    "KNOWN_RESULT_TYPES",
+    "LAYER_OF",
+    "SUCCESSFUL",
+    "Layer",
+    "Outcome",
+    "Verdict",
+    "classify_answer",
+    "classify_body",
+    "http_error",
+]
 
-class Layer(StrEnum):
-    TRANSPORT = "transport"
-    PROTOCOL = "protocol"
-    APPLICATION = "application"
-    INTERACTION = "interaction"
-    #: The proxy could not look (a cap or an encoding); the traffic still passed.
-    PROXY = "proxy"
-
-
-class Outcome(StrEnum):
-    NO_RESPONSE = "NO_RESPONSE"
-    HTTP_ERROR = "HTTP_ERROR"
-    UNINSPECTED = "UNINSPECTED"
-    STREAM_INCOMPLETE = "STREAM_INCOMPLETE"
-    MALFORMED_JSON = "MALFORMED_JSON"
-    INVALID_ENVELOPE = "INVALID_ENVELOPE"
-    JSONRPC_ERROR = "JSONRPC_ERROR"
-    INPUT_REQUIRED = "INPUT_REQUIRED"
-    INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"
-    TOOL_ERROR = "TOOL_ERROR"
-    TOOL_SUCCESS = "TOOL_SUCCESS"
-    SUCCESS = "SUCCESS"
-    INVALID_RESULT = "INVALID_RESULT"
-
-
-LAYER_OF: dict[Outcome, Layer] = {
-    Outcome.NO_RESPONSE: Layer.TRANSPORT,
-    Outcome.HTTP_ERROR: Layer.TRANSPORT,
-    Outcome.STREAM_INCOMPLETE: Layer.TRANSPORT,
-    Outcome.UNINSPECTED: Layer.PROXY,
-    Outcome.MALFORMED_JSON: Layer.PROTOCOL,
-    Outcome.INVALID_ENVELOPE: Layer.PROTOCOL,
-    Outcome.JSONRPC_ERROR: Layer.PROTOCOL,
-    Outcome.INVALID_TOOL_RESULT: Layer.PROTOCOL,
-    Outcome.SUCCESS: Layer.PROTOCOL,
-    Outcome.INVALID_RESULT: Layer.PROTOCOL,
-    Outcome.INPUT_REQUIRED: Layer.INTERACTION,
-    Outcome.TOOL_ERROR: Layer.APPLICATION,
-    Outcome.TOOL_SUCCESS: Layer.APPLICATION,
-}
-
-#: Outcomes after which the call has its final, successful answer.
-SUCCESSFUL: frozenset[Outcome] = frozenset({Outcome.SUCCESS, Outcome.TOOL_SUCCESS})
 
 #: `resultType` values a client must understand (2026-07-28); absent means "complete".
 KNOWN_RESULT_TYPES = frozenset({"complete", "input_required"})

@@ -1,7 +1,7 @@
-"""Build the JSONL records of docs/record-format.md from finished exchanges.
+"""Build the JSONL records from finished exchanges.
 
-Key order is fixed (it is what people read first in a raw file): identity, timing,
-who, what, how it went. Every field is present; what does not apply is null.
+The fields, their order and types are defined once, in `record.py`; this module fills them.
+Every field is present; what does not apply is null.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .classify import Verdict
+from .record import new_record
 from .redact import error_message
-
-FORMAT_VERSION = 1
 
 
 def iso_ms(ts: float) -> str:
@@ -43,49 +42,23 @@ def base_record(
     scenario: str | None,
 ) -> dict[str, Any]:
     """The fields every record kind shares, in the documented order."""
-    return {
-        "v": FORMAT_VERSION,
-        "id": record_id,
-        "kind": kind,
-        "ts": iso_ms(ts),
-        "durationMs": duration_ms(ts, end_ts),
-        "server": server,
-        "session": session,
-        "client": client,
-        "userAgent": user_agent,
-        "protocolVersion": protocol_version,
-        "method": method,
-        "tool": tool,
-        "postCount": post_count,
-        "httpStatuses": http_statuses,
-        "contentType": content_type,
-        "jsonrpc": None,
-        "resultType": None,
-        "isError": None,
-        "outcome": None,
-        "layer": None,
-        "sse": None,
-        "retryOrigin": "none",
-        "attempt": None,
-        "retryOf": None,
-        "retryDelayMs": None,
-        "retryAfterMs": None,
-        "retryAfterHonored": None,
-        "toolSafety": None,
-        "unsafeRetry": None,
-        "continues": None,
-        "previousSession": None,
-        "negotiation": None,
-        "ackNote": None,
-        "serverMethod": None,
-        "answerMs": None,
-        "endReason": None,
-        "sessionStats": None,
-        "injected": None,
-        "bodies": None,
-        "scenario": scenario,
-        "notes": [],
-    }
+    return new_record(
+        id=record_id,
+        kind=kind,
+        ts=iso_ms(ts),
+        durationMs=duration_ms(ts, end_ts),
+        server=server,
+        session=session,
+        client=client,
+        userAgent=user_agent,
+        protocolVersion=protocol_version,
+        method=method,
+        tool=tool,
+        postCount=post_count,
+        httpStatuses=http_statuses,
+        contentType=content_type,
+        scenario=scenario,
+    )
 
 
 def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) -> None:

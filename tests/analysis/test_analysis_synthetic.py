@@ -4,62 +4,24 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from pathlib import Path
-from typing import Any
 
 import analysis_oracle as oracle
 from analysis_helpers import LEGACY, SYNTHETIC
+from jsonschema import Draft202012Validator
 from mcp_layers_analysis.schema import LAYERS, OUTCOMES
 from mcp_layers_analysis.synthetic import TRACKER_FIELDS, generate
+from mcp_layers_core.record import FIELD_NAMES
+from mcp_layers_core.record_docs import json_schema
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "record-format.md").read_text()
-
-
-def documented_fields() -> dict[str, str]:
-    """Field name -> documented type, from the tables of docs/record-format.md."""
-    fields = {}
-    in_table = False
-    for line in DOC.splitlines():
-        if line.startswith("| field | type |"):
-            in_table = True
-        elif not line.startswith("|"):
-            in_table = False
-        elif in_table and (m := re.match(r"\| `(\w+)` \| ([^|]+) \|", line)):
-            fields[m.group(1)] = m.group(2).strip()
-    return fields
-
-
-TYPES = {
-    "int": int,
-    "string": str,
-    "number": (int, float),
-    "bool": bool,
-    "object": dict,
-    "list of int": list,
-    "list of string": list,
-}
-
-
-def type_ok(value: Any, documented: str) -> bool:
-    if value is None:
-        return "or null" in documented
-    base = documented.replace(" or null", "")
-    if base not in TYPES or (isinstance(value, bool) and base in ("int", "number")):
-        return base == "bool" and isinstance(value, bool)
-    return isinstance(value, TYPES[base])
+VALIDATOR = Draft202012Validator(json_schema())
 
 
 def test_records_have_exactly_the_documented_fields_and_types() -> None:
-    fields = documented_fields()
-    assert len(fields) > 40
     for rec in generate(3000, seed=1, scenario="s", inject_rate=0.05):
-        assert set(rec) == set(fields), set(rec) ^ set(fields)
-        for name, value in rec.items():
-            if name == "method" and rec["kind"] == "session_end":
-                assert value is None  # "else null", as the addon writes it
-                continue
-            assert type_ok(value, fields[name]), (name, value, fields[name])
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", rec["ts"])
+        assert tuple(rec) == FIELD_NAMES
+        assert [e.message for e in VALIDATOR.iter_errors(rec)] == [], rec
+        if rec["kind"] == "session_end":
+            assert rec["method"] is None  # "else null", as the addon writes it
         assert rec["session"] is None or re.fullmatch(r"[sc]-[0-9a-f]{10}", rec["session"])
         if rec["outcome"] is None:
             assert rec["layer"] is None and rec["kind"] != "request"
@@ -68,7 +30,7 @@ def test_records_have_exactly_the_documented_fields_and_types() -> None:
 
 
 def test_legacy_records_lack_only_the_tracker_fields() -> None:
-    fields = set(documented_fields()) - set(TRACKER_FIELDS)
+    fields = set(FIELD_NAMES) - set(TRACKER_FIELDS)
     assert all(set(r) == fields for r in oracle.load(LEGACY))
 
 

@@ -9,7 +9,6 @@ POST and its response headers) and what the server counted on its side (``GET /s
 import re
 import secrets
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,6 +25,7 @@ from harness import (
     ServerMode,
     ServerPool,
 )
+from mcp_layers_core.record import FIELDS
 from mcp_layers_demo.client import CLIENT_NAME, CLIENT_VERSION, LIST_TOOLS, CallResult, run_calls
 
 pytestmark = pytest.mark.e2e
@@ -74,33 +74,11 @@ RUNS: list[tuple[str, ServerMode]] = [
     ("auto", JSON_STATEFUL),
 ]
 
-RECORD_FORMAT = Path(__file__).resolve().parents[2] / "docs" / "record-format.md"
 
-
-def _documented_fields() -> list[set[str]]:
-    """The field names of each `| field | type | meaning |` table of docs/record-format.md.
-
-    Read from the contract itself, so a field the addon writes but the doc does not name is
-    caught, and a field the doc gains needs no edit here.
-    """
-    tables: list[set[str]] = []
-    current: set[str] | None = None
-    for line in RECORD_FORMAT.read_text(encoding="utf-8").splitlines():
-        if re.match(r"^\|\s*field\s*\|\s*type\s*\|\s*meaning\s*\|", line):
-            current = set()
-            tables.append(current)
-        elif current is not None and line.startswith("|"):
-            found = re.match(r"^\|\s*`([A-Za-z]+)`\s*\|", line)
-            if found:
-                current.add(found.group(1))
-        else:
-            current = None
-    return tables
-
-
-# The main table (always present, null when not applicable), then the retry/session/fault
-# fields (a reader treats a missing one as null).
-BASE_FIELDS, TRACKER_FIELDS = _documented_fields()[:2]
+# Every record carries the base fields (null when not applicable); the later ones may be
+# missing from older recordings (a reader treats a missing one as null).
+BASE_FIELDS = {f.name for f in FIELDS if f.always}
+TRACKER_FIELDS = {f.name for f in FIELDS if not f.always}
 ALLOWED_FIELDS = BASE_FIELDS | TRACKER_FIELDS
 POST_KINDS = {"request", "notification", "response"}
 # The SDK client closes an SSE response as soon as it has the final event

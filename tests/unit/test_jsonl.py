@@ -6,7 +6,11 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 from mcp_layers_core.jsonl import RecordWriter, run_file_name
+
+# The writer is record-agnostic: these payloads are not records.
+pytestmark = pytest.mark.opaque_records
 
 
 def test_file_is_named_by_run_start_and_private(tmp_path: Path) -> None:

@@ -1,0 +1,665 @@
+"""The record: the one definition of what a line of a recording holds.
+
+Everything else derives from this module: the record builder (`records.py`) fills a
+template made from `FIELDS`; `docs/record.schema.json` and the tables of
+`docs/record-format.md` are generated from it (`python -m mcp_layers_core.record_docs`,
+checked by a test); the analysis, the lab and the tests import its vocabularies. Adding a
+field is one edit here (plus regeneration and whatever code fills it).
+
+A field's type is a small declarative value (`Int`, `Str`, `Enum`, `Obj`, …) rather than
+a Python annotation, because it has to become a JSON Schema, a Markdown cell and a
+reader's decoder, and none of those can be read back from `int | None` reliably.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+#: The format version every record carries as `"v"`. Readers refuse a larger one.
+FORMAT_VERSION: Final = 1
+
+
+# -- vocabularies ------------------------------------------------------------------
+
+
+class Kind(StrEnum):
+    """What a record is about."""
+
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+    SESSION_END = "session_end"
+
+
+class Layer(StrEnum):
+    """Where a call failed (or succeeded), outer to inner, then the proxy's own."""
+
+    TRANSPORT = "transport"
+    PROTOCOL = "protocol"
+    APPLICATION = "application"
+    INTERACTION = "interaction"
+    #: The proxy could not look (a cap or an encoding); the traffic still passed.
+    PROXY = "proxy"
+
+
+class Outcome(StrEnum):
+    """The verdict on one request, in the order the classifier decides them."""
+
+    NO_RESPONSE = "NO_RESPONSE"
+    HTTP_ERROR = "HTTP_ERROR"
+    UNINSPECTED = "UNINSPECTED"
+    STREAM_INCOMPLETE = "STREAM_INCOMPLETE"
+    MALFORMED_JSON = "MALFORMED_JSON"
+    INVALID_ENVELOPE = "INVALID_ENVELOPE"
+    JSONRPC_ERROR = "JSONRPC_ERROR"
+    INPUT_REQUIRED = "INPUT_REQUIRED"
+    INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"
+    TOOL_ERROR = "TOOL_ERROR"
+    TOOL_SUCCESS = "TOOL_SUCCESS"
+    SUCCESS = "SUCCESS"
+    INVALID_RESULT = "INVALID_RESULT"
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeInfo:
+    layer: Layer
+    when: str
+
+
+#: Each outcome's layer and when it applies (the first that applies wins, in this order).
+OUTCOMES: Final[dict[Outcome, OutcomeInfo]] = {
+    Outcome.NO_RESPONSE: OutcomeInfo(
+        Layer.TRANSPORT,
+        "no HTTP response reached the client (upstream unreachable, reset before headers, "
+        "client gave up before headers, proxy stopped first)",
+    ),
+    Outcome.HTTP_ERROR: OutcomeInfo(
+        Layer.TRANSPORT,
+        "status outside 2xx; it wins over anything in the body (a JSON-RPC error in the body "
+        "is still recorded in `jsonrpc`)",
+    ),
+    Outcome.UNINSPECTED: OutcomeInfo(
+        Layer.PROXY,
+        "the answer could not be read within the proxy's caps (`mcp_max_body_kb`, also for "
+        "what a gzip body inflates to), its encoding (`br`/`zstd`), or because mitmproxy "
+        "streamed a JSON body past the addon (`stream_large_bodies`; note `body_unseen`): "
+        "the traffic passed, the verdict is unknown, and `notes` says why",
+    ),
+    Outcome.STREAM_INCOMPLETE: OutcomeInfo(
+        Layer.TRANSPORT,
+        "an SSE response ended (cleanly or not) without the final JSON-RPC response for the "
+        "request's id",
+    ),
+    Outcome.MALFORMED_JSON: OutcomeInfo(
+        Layer.PROTOCOL, "the body (or the final SSE data) is not JSON"
+    ),
+    Outcome.INVALID_ENVELOPE: OutcomeInfo(
+        Layer.PROTOCOL,
+        'not an object, `jsonrpc` ≠ `"2.0"`, `id` not equal to the request\'s (type '
+        'included: `"1"` ≠ `1`), both or neither of `result`/`error`, `error.code` not an '
+        "integer or `error.message` not a string",
+    ),
+    Outcome.JSONRPC_ERROR: OutcomeInfo(Layer.PROTOCOL, "a valid error envelope"),
+    Outcome.INPUT_REQUIRED: OutcomeInfo(
+        Layer.INTERACTION, '`result.resultType == "input_required"`'
+    ),
+    Outcome.INVALID_TOOL_RESULT: OutcomeInfo(
+        Layer.PROTOCOL,
+        "`tools/call` result not an object, unknown `resultType`, `content` not an array, "
+        "`isError` present but not boolean",
+    ),
+    Outcome.TOOL_ERROR: OutcomeInfo(Layer.APPLICATION, "`tools/call` with `isError: true`"),
+    Outcome.TOOL_SUCCESS: OutcomeInfo(
+        Layer.APPLICATION,
+        '`tools/call` complete result (absent `resultType` means `"complete"`)',
+    ),
+    Outcome.SUCCESS: OutcomeInfo(Layer.PROTOCOL, "any other method: the result is an object"),
+    Outcome.INVALID_RESULT: OutcomeInfo(
+        Layer.PROTOCOL, "any other method: the result is not an object"
+    ),
+}
+
+#: Each outcome's layer.
+LAYER_OF: Final[dict[Outcome, Layer]] = {o: info.layer for o, info in OUTCOMES.items()}
+
+#: Outcomes after which the call has its final, successful answer.
+SUCCESSFUL: Final[frozenset[Outcome]] = frozenset({Outcome.SUCCESS, Outcome.TOOL_SUCCESS})
+
+#: A call whose outcome is none of these failed. INPUT_REQUIRED is a turn, not a failure.
+NOT_FAILED: Final[frozenset[Outcome]] = SUCCESSFUL | {Outcome.INPUT_REQUIRED}
+
+
+class RetryOrigin(StrEnum):
+    """How an attempt repeats the previous one (docs/record-format.md, retries)."""
+
+    NONE = "none"
+    RESEND = "resend"
+    REISSUE = "reissue"
+    REINIT = "reinit"
+
+
+#: The origins that make an attempt a retry, in the order tables list them.
+RETRY_ORIGINS: Final = (RetryOrigin.RESEND, RetryOrigin.REISSUE, RetryOrigin.REINIT)
+
+
+class ToolSafety(StrEnum):
+    """Is a tool safe to repeat, by the annotations its server declared?"""
+
+    READ_ONLY = "read_only"
+    IDEMPOTENT = "idempotent"
+    UNSAFE = "unsafe"
+    UNKNOWN = "unknown"
+
+
+class EndReason(StrEnum):
+    """Why a session's lifeline ended (`session_end` records)."""
+
+    DELETE = "delete"
+    NOT_FOUND = "not_found"
+    SHUTDOWN = "shutdown"
+
+
+class StreamEnd(StrEnum):
+    """How an SSE answer ended (`sse.end`)."""
+
+    COMPLETE = "complete"
+    EOF = "eof"
+    ERROR = "error"
+
+
+class Note(StrEnum):
+    """The codes a note starts with; detail, where there is any, follows a colon."""
+
+    PROXY_SHUTDOWN = "proxy_shutdown"
+    SSE_EVENT_OVER_CAP = "sse_event_over_cap"
+    SSE_UNTERMINATED_EVENT = "sse_unterminated_event"
+    BODY_OVER_CAP = "body_over_cap"
+    BODY_UNSEEN = "body_unseen"
+    EMPTY_BODY = "empty_body"
+    ENCODED_STREAM = "encoded_stream"
+    STREAM_DECODE_ERROR = "stream_decode_error"
+    STREAM_INFLATE_OVER_CAP = "stream_inflate_over_cap"
+    UNEXPECTED_RESPONSE_ID = "unexpected_response_id"
+    RESULT_AND_ERROR = "result_and_error"
+    ERROR_WITHOUT_ID = "error_without_id"
+    BATCH = "batch"
+    SUBSCRIPTION = "subscription"
+    SESSION_LOST = "session_lost"
+    CLOSED_AFTER_ANSWER = "closed_after_answer"
+    UPSTREAM_BROKE_MID_BODY = "upstream_broke_mid_body"
+    ANSWER_ON_GET_STREAM = "answer_on_get_stream"
+    ANSWER_STREAM_CLOSED = "answer_stream_closed"
+    NOT_RESUMED = "not_resumed"
+    EVICTED_PENDING_CAP = "evicted_pending_cap"
+    EVICTED_PARKED_CAP = "evicted_parked_cap"
+    DELETE_UNANSWERED = "delete_unanswered"
+    NOT_ENDED = "not_ended"
+
+
+#: What each note means, with its detail (the Notes table of docs/record-format.md).
+NOTE_MEANING: Final[dict[Note, str]] = {
+    Note.PROXY_SHUTDOWN: "the proxy stopped while the exchange was still open",
+    Note.SSE_EVENT_OVER_CAP: "`:<bytes>` an SSE event larger than `mcp_max_event_kb` passed "
+    "unparsed (the first such event; later ones are counted in one "
+    "`sse_event_over_cap_more:<n>`)",
+    Note.SSE_UNTERMINATED_EVENT: "`:<bytes>` the stream ended inside an event (no blank line "
+    "after it): clients drop it (later ones counted in `sse_unterminated_event_more:<n>`)",
+    Note.BODY_OVER_CAP: "`:<bytes>` a JSON answer larger than `mcp_max_body_kb` (or what it "
+    "inflates to) passed unread",
+    Note.BODY_UNSEEN: "mitmproxy streamed a JSON body past the addon (`stream_large_bodies`)",
+    Note.EMPTY_BODY: "a 2xx answer to a request with an empty body",
+    Note.ENCODED_STREAM: "`:<encoding>` an SSE answer in an encoding the proxy does not decode "
+    "(`br`, `zstd`)",
+    Note.STREAM_DECODE_ERROR: "a gzip/deflate SSE answer that does not inflate",
+    Note.STREAM_INFLATE_OVER_CAP: "a compressed SSE chunk that inflates past the event cap: "
+    "reading stopped",
+    Note.UNEXPECTED_RESPONSE_ID: "`:<id>` a response on the SSE answer with an id that is not "
+    "the request's (the first, cut to 120 characters)",
+    Note.RESULT_AND_ERROR: "the answer has both `result` and `error`",
+    Note.ERROR_WITHOUT_ID: "a JSON-RPC error with a null or absent id (allowed when the server "
+    "could not read the request's id)",
+    Note.BATCH: "`:<n>` the POST was a batch of n messages",
+    Note.SUBSCRIPTION: "a 2026-07-28 `subscriptions/listen`: long by design",
+    Note.SESSION_LOST: "the server answered 404 on a live session (it forgot it): the "
+    "session's lifeline ends here (a `session_end` record with `endReason: not_found` follows)",
+    Note.CLOSED_AFTER_ANSWER: "the stream was cut after every answer was delivered (SDK "
+    "clients hang up on the final event): `sse.end` is `complete`",
+    Note.UPSTREAM_BROKE_MID_BODY: "`:<status>` the upstream broke inside a buffered body; "
+    "mitmproxy answered the client 502 itself",
+    Note.ANSWER_ON_GET_STREAM: "2024-11-05: the answer came on the session's GET stream",
+    Note.ANSWER_STREAM_CLOSED: "2024-11-05: the GET stream that was to carry the answer ended "
+    "first",
+    Note.NOT_RESUMED: "2025-11-25: a stream with event ids ended without the answer and no "
+    "resumption delivered it within 300 s",
+    Note.EVICTED_PENDING_CAP: "written early: too many exchanges were open at once",
+    Note.EVICTED_PARKED_CAP: "written early: too many requests were waiting for an answer on "
+    "another stream",
+    Note.DELETE_UNANSWERED: "a DELETE the server never answered (the client exited "
+    "meanwhile); it still ends the lifeline",
+    Note.NOT_ENDED: "`:<status>` the server refused the DELETE (405, say)",
+}
+
+
+# -- field types --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Int:
+    const: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    """A JSON number (integer or not)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Str:
+    #: A JSON Schema regular expression the value matches, where there is one.
+    pattern: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Bool:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Enum:
+    values: type[StrEnum]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    item: Int | Str
+
+
+@dataclass(frozen=True, slots=True)
+class RpcId:
+    """A JSON-RPC id as it was on the wire: a string, a number, or null, or whatever else
+    a client sent (the record keeps what the client did, valid or not)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AnyJson:
+    """Any JSON value (redacted message bodies)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    name: str
+    type: FieldType
+    nullable: bool
+    meaning: str
+
+
+@dataclass(frozen=True, slots=True)
+class Obj:
+    """A nested object with exactly these members, all present."""
+
+    members: tuple[Member, ...]
+
+
+FieldType = Int | Num | Str | Bool | Enum | ListOf | RpcId | AnyJson | Obj
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    type: FieldType
+    #: May the value be null? (A field that does not apply is null, never absent.)
+    nullable: bool
+    meaning: str
+    #: The format version that added the field.
+    since: int = 1
+    #: Present in every record. Fields added after the first release of a version are
+    #: not: recordings written before them lack them, and readers treat absence as null.
+    always: bool = True
+
+
+def _m(name: str, type_: FieldType, nullable: bool, meaning: str) -> Member:
+    return Member(name, type_, nullable, meaning)
+
+
+def _later(name: str, type_: FieldType, nullable: bool, meaning: str) -> Field:
+    """A field added with the retry/session tracker: absent from older v1 recordings."""
+    return Field(name, type_, nullable, meaning, always=False)
+
+
+TS_PATTERN: Final = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
+
+#: Every field, in the order records carry them (identity, timing, who, what, how it went,
+#: what it repeated, what the session did; the label and the notes last).
+FIELDS: Final[tuple[Field, ...]] = (
+    Field("v", Int(const=FORMAT_VERSION), False, f"format version, `{FORMAT_VERSION}`"),
+    Field("id", Int(), False, "record number, unique within the file (1, 2, 3, …)"),
+    Field(
+        "kind",
+        Enum(Kind),
+        False,
+        "`request` (a JSON-RPC request from the client), `notification` (a POST that "
+        "carried only notifications), `response` (a POST that carried the client's answer "
+        "to a server request), `session_end` (a DELETE or the proxy's end of a session)",
+    ),
+    Field(
+        "ts",
+        Str(TS_PATTERN),
+        False,
+        "when the POST reached the proxy, ISO-8601 UTC with milliseconds, `Z`",
+    ),
+    Field(
+        "durationMs",
+        Num(),
+        True,
+        "from the POST reaching the proxy to the end of its response (last byte, error, or "
+        "proxy shutdown)",
+    ),
+    Field("server", Str(), False, "upstream `host:port`"),
+    Field(
+        "session",
+        Str(),
+        True,
+        "hashed `Mcp-Session-Id` (see Privacy). Where a server issues no session "
+        "(stateless, or 2026-07-28) the client stands in: `c-` and a hash of the client's "
+        "address and user agent (not the connection: SDK clients open a new one after "
+        "every SSE answer). Two clients with the same user agent on one host share it",
+    ),
+    Field(
+        "client",
+        Str(),
+        True,
+        '`"name@version"` from `initialize` `params.clientInfo`, or from '
+        '`params._meta["io.modelcontextprotocol/clientInfo"]` (2026-07-28), remembered '
+        "per session",
+    ),
+    Field("userAgent", Str(), True, "the request's `User-Agent`"),
+    Field(
+        "protocolVersion",
+        Str(),
+        True,
+        "the negotiated version: the `initialize` result's `protocolVersion` (an "
+        "`initialize` that got no result shows the version it asked for), else the "
+        'request\'s `_meta["io.modelcontextprotocol/protocolVersion"]`, else its '
+        "`MCP-Protocol-Version` header, else the session's",
+    ),
+    Field(
+        "method",
+        Str(),
+        True,
+        "the JSON-RPC method of the request (or of the notification); null on `response` "
+        "records (see `serverMethod`) and `session_end` records",
+    ),
+    Field("tool", Str(), True, "`params.name` of a `tools/call`"),
+    Field(
+        "postCount",
+        Int(),
+        True,
+        "1-based count of this session's POSTs so far, this one included; every POST counts "
+        "(notifications too, a batch once); GET and DELETE do not",
+    ),
+    Field(
+        "httpStatuses",
+        ListOf(Int()),
+        False,
+        "HTTP statuses of every attempt of this logical call, this POST's last (`[]` when "
+        "no response arrived)",
+    ),
+    Field("contentType", Str(), True, "the response's media type without parameters"),
+    Field(
+        "jsonrpc",
+        Obj(
+            (
+                _m(
+                    "id",
+                    RpcId(),
+                    True,
+                    "the request's id, exactly as on the wire (whatever the client sent)",
+                ),
+                _m(
+                    "errorCode",
+                    Int(),
+                    True,
+                    "`error.code` when the answer is a JSON-RPC error (also inside an HTTP "
+                    "error body)",
+                ),
+                _m(
+                    "errorMessage",
+                    Str(),
+                    True,
+                    "`error.message`, cut to 300 characters and scrubbed of token shapes",
+                ),
+            )
+        ),
+        True,
+        "on requests: `{id, errorCode, errorMessage}`",
+    ),
+    Field(
+        "resultType",
+        Str(),
+        True,
+        '`result.resultType`; `"complete"` when a result has none (the 2026-07-28 rule); '
+        "null without a result",
+    ),
+    Field(
+        "isError",
+        Bool(),
+        True,
+        "`result.isError` of a `tools/call` (`false` when absent); null otherwise",
+    ),
+    Field(
+        "outcome",
+        Enum(Outcome),
+        True,
+        "the classification (Outcomes, below); null for `notification`, `response` and "
+        "`session_end` records",
+    ),
+    Field("layer", Enum(Layer), True, "the outcome's layer (Outcomes, below); null where it is"),
+    Field(
+        "sse",
+        Obj(
+            (
+                _m("events", Int(), False, "events parsed"),
+                _m(
+                    "final",
+                    Bool(),
+                    False,
+                    "whether the final JSON-RPC response for this request arrived",
+                ),
+                _m(
+                    "end",
+                    Enum(StreamEnd),
+                    False,
+                    "how the stream ended: `complete` (the message ended normally, or the "
+                    "connection closed after every answer was delivered, noted "
+                    "`closed_after_answer`), `eof` (the server closed a stream that had no "
+                    "length framing, so truncation cannot be seen at the HTTP level), "
+                    "`error` (interrupted: reset, client gone, or proxy shutdown)",
+                ),
+                _m(
+                    "resumed",
+                    Bool(),
+                    False,
+                    "the answer came on a later GET stream with `Last-Event-ID` (2025-11-25 "
+                    "polling)",
+                ),
+            )
+        ),
+        True,
+        "for `text/event-stream` answers: `{events, final, end, resumed}`",
+    ),
+    Field(
+        "retryOrigin",
+        Enum(RetryOrigin),
+        False,
+        "`none`, or how this attempt repeats the previous one (How a retry is recognised)",
+    ),
+    _later(
+        "attempt",
+        Int(),
+        True,
+        "on requests: 1 for a first try, n for the n-th attempt of the same logical call",
+    ),
+    _later("retryOf", Int(), True, "`id` of the previous attempt's record"),
+    _later(
+        "retryDelayMs",
+        Num(),
+        True,
+        "from the end of the previous attempt to the start of this one",
+    ),
+    _later(
+        "retryAfterMs",
+        Int(),
+        True,
+        "on an error response (429, 503, …) that had `Retry-After` (seconds or HTTP date), in ms",
+    ),
+    _later(
+        "retryAfterHonored",
+        Bool(),
+        True,
+        "on the attempt after such a response: did it wait at least that long",
+    ),
+    _later(
+        "toolSafety",
+        Enum(ToolSafety),
+        True,
+        "`tools/call` only: `read_only`, `idempotent`, `unsafe` or `unknown`, from the "
+        "tool's annotations in the server's last `tools/list` (spec defaults when a hint is "
+        "absent)",
+    ),
+    _later(
+        "unsafeRetry",
+        Bool(),
+        True,
+        "on a retry: true when the tool is `unsafe` and the previous attempt's side effect "
+        "is uncertain (5xx, `STREAM_INCOMPLETE`, `NO_RESPONSE`)",
+    ),
+    _later(
+        "continues",
+        Int(),
+        True,
+        "a 2026-07-28 multi round-trip continuation (carries `inputResponses`/"
+        "`requestState`): the `id` of the `INPUT_REQUIRED` record it answers. Never a retry",
+    ),
+    _later(
+        "previousSession",
+        Str(),
+        True,
+        "on `initialize`: the session of the same client that a 404 (or abandonment) ended "
+        "just before",
+    ),
+    _later(
+        "negotiation",
+        Bool(),
+        True,
+        "true on a 400 carrying -32020/-32021/-32022 (or a discover probe's rejection) that "
+        "the client followed with a fallback `initialize`; false when it did not",
+    ),
+    _later(
+        "ackNote",
+        Str(),
+        True,
+        "a notification or response POST acknowledged with something other than `202` "
+        "(`200 with body`, `204 without body`)",
+    ),
+    _later(
+        "serverMethod",
+        Str(),
+        True,
+        "on `response` records: the server request being answered (`elicitation/create`, "
+        "`sampling/createMessage`, `roots/list`, `ping`)",
+    ),
+    _later(
+        "answerMs",
+        Num(),
+        True,
+        "on `response` records: from the server request on the stream to the client's answer POST",
+    ),
+    _later(
+        "endReason",
+        Enum(EndReason),
+        True,
+        "on `session_end` records: `delete`, `not_found` (a 404), `shutdown`",
+    ),
+    _later(
+        "sessionStats",
+        Obj(
+            (
+                _m("posts", Int(), False, "POSTs in the session"),
+                _m("getStreams", Int(), False, "GET streams opened"),
+                _m("serverRequests", Int(), False, "server requests on any of its streams"),
+                _m(
+                    "serverNotifications",
+                    Int(),
+                    False,
+                    "server notifications on any of its streams",
+                ),
+            )
+        ),
+        True,
+        "on `session_end` records: `{posts, getStreams, serverRequests, "
+        "serverNotifications}` counted over the session's life",
+    ),
+    _later(
+        "injected",
+        Obj(
+            (
+                _m("rule", Str(), False, "the fault rule's name"),
+                _m("action", Str(), False, "what it did (`http_status`, `sse_truncate`, …)"),
+            )
+        ),
+        True,
+        "`{rule, action}` when a fault rule of the proxy produced or altered this exchange; "
+        "organic failures have null",
+    ),
+    _later(
+        "bodies",
+        Obj(
+            (
+                _m("request", AnyJson(), True, "the request message, redacted"),
+                _m("response", AnyJson(), True, "its answer, redacted (null if none)"),
+            )
+        ),
+        True,
+        "only with `--set mcp_record_bodies=true`: `{request, response}`, redacted: members "
+        "named like secrets (`authorization`, `token`, `password`, `api_key`, `cookie`, …, "
+        "and any name ending in one: `accessToken`, `clientSecret`, `x-api-key`; not "
+        "`progressToken`) blanked, member names and every string scrubbed of token shapes, "
+        "strings cut to 2,000 characters",
+    ),
+    Field("scenario", Str(), True, "`--set mcp_scenario=LABEL`"),
+    Field(
+        "notes",
+        ListOf(Str()),
+        False,
+        "anomalies worth knowing, as short codes with detail after a colon (Notes, below)",
+    ),
+)
+
+#: Field names, in record order.
+FIELD_NAMES: Final[tuple[str, ...]] = tuple(f.name for f in FIELDS)
+
+#: Field by name.
+FIELD: Final[dict[str, Field]] = {f.name: f for f in FIELDS}
+
+_LIST_FIELDS: Final = tuple(f.name for f in FIELDS if isinstance(f.type, ListOf))
+_TEMPLATE: Final[dict[str, Any]] = {
+    f.name: FORMAT_VERSION if f.name == "v" else None for f in FIELDS
+}
+_TEMPLATE["retryOrigin"] = RetryOrigin.NONE.value
+
+
+def new_record(**values: Any) -> dict[str, Any]:
+    """A record with every field in order: `values` set, lists fresh, the rest null.
+
+    Unknown names are refused, so a misspelt field fails at once rather than shipping.
+    """
+    record = _TEMPLATE.copy()
+    for name in _LIST_FIELDS:
+        record[name] = []
+    for name, value in values.items():
+        if name not in record:
+            raise KeyError(f"not a record field: {name!r}")
+        record[name] = value
+    return record
