@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_layers_analysis import synthetic
 from mcp_layers_analysis.histogram import RELATIVE_ERROR
-from mcp_layers_analysis.synthetic import generate, write
+from mcp_layers_support import synthetic
+from mcp_layers_support.synthetic import generate, write
 
 OUT = Path(__file__).resolve().parent / "out"
 PCTS = (0.5, 0.95, 0.99)

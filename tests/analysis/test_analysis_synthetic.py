@@ -10,7 +10,7 @@ from typing import Any
 import analysis_oracle as oracle
 from analysis_helpers import LEGACY, SYNTHETIC
 from mcp_layers_analysis.schema import LAYERS, OUTCOMES
-from mcp_layers_analysis.synthetic import TRACKER_FIELDS, generate
+from mcp_layers_support.synthetic import TRACKER_FIELDS, generate
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "record-format.md").read_text()
 

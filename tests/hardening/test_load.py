@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 from hardening_kit import addon_failures, figures
-from harness import Proxy
-from load_run import check_records, drive, respond
-from scripted_upstream import ScriptedUpstream
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.load_run import check_records, drive, respond
+from mcp_layers_support.scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.e2e
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from hardening_kit import figures
-from long_stream_run import run_long_stream
 from mcp_layers_core.events import OtherRequest, ResponseStarted, StreamChunk
 from mcp_layers_core.tracker import Tracker
+from mcp_layers_support.long_stream_run import run_long_stream
 
 STREAM_MIB = 48
 RATE = 16 * 2**20  # bytes per second, so that each tenth spans enough samples
