@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/analysis_bench.py                    # 1M records, 3 runs each
     .venv/bin/python benchmarks/analysis_bench.py --rss-at 1000000 4000000
 
-The recording is synthetic (`analysis/synthetic.py`: five clients, every outcome and
+The recording is synthetic (`support/synthetic.py`: five clients, every outcome and
 layer, retries, sessions, 2 % injected faults), seeded, and cached under
 `benchmarks/out/` (git-ignored). The question: calls per client × origin × outcome, and
 latency p50/p95/p99 per client × origin (origin: organic, or injected by a fault rule).
