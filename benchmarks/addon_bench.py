@@ -86,8 +86,7 @@ SSE_EVENTS = 3
 
 def serve_upstream(port: int, gap_s: float, lifetime_s: float) -> None:
     """Answer /json with a small JSON result and /sse with three stamped events."""
-    sys.path.insert(0, str(REPO / "tests" / "e2e"))
-    from scripted_upstream import Received, Reply, ScriptedUpstream
+    from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstream
 
     json_headers = [("Content-Type", "application/json")]
     sse_headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")]
@@ -334,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.requests <= 1_000_000 or not 1 <= args.reps <= 100:
         parser.error("--requests must be 1..1,000,000 and --reps 1..100")
 
-    from mcp_layers_demo import procs
+    from mcp_layers_support import procs
 
     work = Path(tempfile.mkdtemp(prefix="addon-bench-"))
     started: list[Any] = []

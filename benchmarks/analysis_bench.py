@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/analysis_bench.py                    # 1M records, 3 runs each
     .venv/bin/python benchmarks/analysis_bench.py --rss-at 1000000 4000000
 
-The recording is synthetic (`analysis/synthetic.py`: five clients, every outcome and
+The recording is synthetic (`support/synthetic.py`: five clients, every outcome and
 layer, retries, sessions, 2 % injected faults), seeded, and cached under
 `benchmarks/out/` (git-ignored). The question: calls per client × origin × outcome, and
 latency p50/p95/p99 per client × origin (origin: organic, or injected by a fault rule).
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_layers_analysis import synthetic
 from mcp_layers_analysis.histogram import RELATIVE_ERROR
-from mcp_layers_analysis.synthetic import generate, write
+from mcp_layers_support import synthetic
+from mcp_layers_support.synthetic import generate, write
 
 OUT = Path(__file__).resolve().parent / "out"
 PCTS = (0.5, 0.95, 0.99)

@@ -5,7 +5,7 @@ plain mitmdump (issue 6, the timed run of `tests/hardening/test_load.py`).
     .venv/bin/python benchmarks/load.py --reps 1 --posts 1000
     .venv/bin/python benchmarks/load.py --json runs.json
 
-The upstream (the tests' scripted upstream, `tests/hardening/load_run.py --serve`, in a
+The upstream (the tests' scripted upstream, `mcp_layers_support.load_run --serve`, in a
 process of its own) answers by mode: JSON and SSE successes, tool and JSON-RPC errors,
 500s, 503s, SSE cut before the answer, resets. Each config gets a fresh mitmdump
 (`flow_detail=0`, reverse mode, lazy) and the same workload; configs rotate between
@@ -29,13 +29,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "tests" / "hardening"), str(REPO / "tests" / "e2e")]
-
-from hardening_kit import cpu_s, proxy_pid  # noqa: E402
-from harness import Proxy  # noqa: E402
-from load_run import check_records, drive  # noqa: E402
-from mcp_layers_demo import procs  # noqa: E402
+from mcp_layers_support import procs
+from mcp_layers_support.gauges import cpu_s, proxy_pid
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.load_run import check_records, drive
 
 CONFIGS: dict[str, tuple[Path | None, tuple[str, ...]]] = {
     "plain": (None, ("flow_detail=0",)),
@@ -79,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     port = procs.free_port()
     with tempfile.TemporaryDirectory(prefix="load-upstream-") as tmp:
         log = Path(tmp) / "upstream.log"
-        cmd = [sys.executable, str(REPO / "tests/hardening/load_run.py"), "--serve", str(port)]
+        cmd = [sys.executable, "-m", "mcp_layers_support.load_run", "--serve", str(port)]
         upstream = procs.start(cmd, log)
         try:
             procs.wait_for_port(port, upstream, what="load upstream", log=log)

@@ -20,19 +20,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "tests" / "hardening"), str(REPO / "tests" / "e2e")]
-
-from long_stream_run import StreamResult, run_long_stream  # noqa: E402
-from mcp_layers_core.events import OtherRequest, ResponseStarted, StreamChunk  # noqa: E402
-from mcp_layers_core.tracker import Tracker  # noqa: E402
+from mcp_layers_core.events import OtherRequest, ResponseStarted, StreamChunk
+from mcp_layers_core.tracker import Tracker
+from mcp_layers_support.long_stream_run import StreamResult, run_long_stream
 
 
 def core_run(events: int, event_bytes: int) -> dict[str, Any]:

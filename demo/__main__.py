@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-from mcp_layers_demo import npm, procs
 from mcp_layers_demo.client import CallResult, run_calls
+from mcp_layers_support import npm, procs
 
 RECORD_ROOT = procs.REPO / "recordings"
 

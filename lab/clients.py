@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from mcp_layers_support import node_peers
+
 LAB: Final = Path(__file__).resolve().parent
 REPO: Final = LAB.parent
 PROMPT: Final = "Call the echo tool with text hello"
@@ -323,7 +325,7 @@ CLIENTS: Final[tuple[Client, ...]] = (
         npm="@modelcontextprotocol/sdk",
         agent=False,
         # The end-to-end tests' Node peers pin the same SDK version.
-        reuse=REPO / "tests" / "peers" / "node",
+        reuse=node_peers.PEERS_DIR,
     ),
 )
 

@@ -9,9 +9,9 @@ import analysis_oracle as oracle
 from analysis_helpers import LEGACY, SYNTHETIC
 from jsonschema import Draft202012Validator
 from mcp_layers_analysis.schema import LAYERS, OUTCOMES
-from mcp_layers_analysis.synthetic import TRACKER_FIELDS, generate
 from mcp_layers_core.record import FIELD_NAMES
 from mcp_layers_core.record_docs import json_schema
+from mcp_layers_support.synthetic import TRACKER_FIELDS, generate
 
 VALIDATOR = Draft202012Validator(json_schema())
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Proxies, ServerPool
+from mcp_layers_support.harness import Proxies, ServerPool
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -44,12 +44,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import node_peers
 import pytest
-from harness import HOST, SSE_STATEFUL, Proxies, Proxy, ServerPool
 from mcp_layers_core.redact import pseudonym
-from mcp_layers_demo import procs
-from scripted_upstream import Received, Reply, ScriptedUpstream, json_reply, sse_event, sse_reply
+from mcp_layers_support import node_peers, procs
+from mcp_layers_support.harness import HOST, SSE_STATEFUL, Proxies, Proxy, ServerPool
+from mcp_layers_support.scripted_upstream import (
+    Received,
+    Reply,
+    ScriptedUpstream,
+    json_reply,
+    sse_event,
+    sse_reply,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -287,7 +293,10 @@ def wire(upstream: ScriptedUpstream, scripted_proxy: Proxy, request: pytest.Fixt
 
 @pytest.fixture(scope="module")
 def peers() -> node_peers.NodePeers:
-    return node_peers.ensure()
+    found = node_peers.ensure()
+    if found is None:
+        pytest.skip(node_peers.NO_NPM)
+    return found
 
 
 def test_ts_sdk_client_session_get_stream_and_delete(

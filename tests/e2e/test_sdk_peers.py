@@ -13,20 +13,19 @@ from typing import Any
 
 import anyio
 import pytest
-from harness import (
+from client_run import ClientRun, Post
+from mcp_layers_core.record import FIELDS
+from mcp_layers_demo.client import CLIENT_NAME, CLIENT_VERSION, LIST_TOOLS, CallResult, run_calls
+from mcp_layers_support.harness import (
     JSON_STATEFUL,
     JSON_STATELESS,
     SSE_STATEFUL,
     SSE_STATELESS,
-    ClientRun,
-    Post,
     Proxies,
     Proxy,
     ServerMode,
     ServerPool,
 )
-from mcp_layers_core.record import FIELDS
-from mcp_layers_demo.client import CLIENT_NAME, CLIENT_VERSION, LIST_TOOLS, CallResult, run_calls
 
 pytestmark = pytest.mark.e2e
 

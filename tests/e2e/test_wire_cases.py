@@ -1,7 +1,7 @@
 """Canned wire cases through a real mitmdump with the addon.
 
-A scripted upstream (`scripted_upstream.py`) answers each POST exactly as a case says,
-and a raw-socket HTTP/1.1 client (`rawhttp.py`; no SDK, so nothing retries or reframes
+A scripted upstream (`mcp_layers_support.scripted_upstream`) answers each POST exactly as a case says,
+and a raw-socket HTTP/1.1 client (`mcp_layers_support.rawhttp`; no SDK, so nothing retries or reframes
 behind our back) sends the POSTs through the proxy. Every case checks two things:
 
 - the recording: the record(s) of the case, field by field, against
@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import HOST, Proxy
-from mcp_layers_demo import procs
-from rawhttp import RESPONSE_DEADLINE_S, Got, RawClient, post_once
-from scripted_upstream import (
+from mcp_layers_support import procs
+from mcp_layers_support.harness import HOST, Proxy
+from mcp_layers_support.rawhttp import RESPONSE_DEADLINE_S, Got, RawClient, post_once
+from mcp_layers_support.scripted_upstream import (
     PRIMING_EVENT,
     Reply,
     ScriptedUpstream,

@@ -1,7 +1,8 @@
-"""Shared tools of the hardening proofs: MCP messages, process gauges, file checks.
+"""Shared tools of the hardening proofs: figures, mitmdump under odd conditions, file
+systems that refuse.
 
-The raw HTTP/1.1 client the proofs drive the proxy with is `tests/e2e/rawhttp.py`
-(shared with the wire cases); whatever imports this kit puts `tests/e2e` on `sys.path`.
+MCP messages, process gauges, recording checks and the raw HTTP/1.1 client are in
+`mcp_layers_support` (the benchmarks' runners use them too).
 
 Figures: each proof prints one `HARDENING <proof>: k=v ...` line (shown with `-s`) and
 puts the same line in its assertion messages, so a failure says what was measured.
@@ -9,14 +10,14 @@ puts the same line in its assertion messages, so a failure says what was measure
 
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rawhttp import RawClient
+from mcp_layers_support import procs
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.rawhttp import RawClient
 
 
 def figures(proof: str, **values: Any) -> str:
@@ -25,93 +26,6 @@ def figures(proof: str, **values: Any) -> str:
     line = f"HARDENING {proof}: {parts}"
     print(line, flush=True)
     return line
-
-
-# -- MCP messages ---------------------------------------------------------------------------
-
-
-def mcp_headers(
-    session: str | None = None, user_agent: str = "hardening/1.0", protocol: str = "2025-11-25"
-) -> list[tuple[str, str]]:
-    headers = [
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("User-Agent", user_agent),
-        ("MCP-Protocol-Version", protocol),
-    ]
-    if session:
-        headers.append(("Mcp-Session-Id", session))
-    return headers
-
-
-def jbytes(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
-
-
-def tool_call(rid: Any, tool: str = "echo", **arguments: Any) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
-
-
-def tool_result(rid: Any, text: str = "ok", is_error: bool = False) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "result": {"content": [{"type": "text", "text": text}], "isError": is_error},
-    }
-
-
-def sse_block(message: Any, event_id: str | None = None) -> bytes:
-    out = b"event: message\n"
-    if event_id is not None:
-        out += b"id: " + event_id.encode() + b"\n"
-    return out + b"data: " + jbytes(message) + b"\n\n"
-
-
-# -- recordings -------------------------------------------------------------------------------
-
-
-@dataclass
-class FileCheck:
-    """What a recording file holds, line by line."""
-
-    path: Path
-    size: int
-    records: list[dict[str, Any]]
-    bad_lines: list[int]  # 1-based numbers of lines that are not one whole JSON object
-    ends_whole: bool  # empty, or the last byte is the newline of a whole line
-    mode: int
-
-
-def check_file(path: Path) -> FileCheck:
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    records: list[dict[str, Any]] = []
-    bad: list[int] = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            bad.append(number)
-            continue
-        if isinstance(value, dict):
-            records.append(value)
-        else:
-            bad.append(number)
-    if tail:
-        bad.append(len(lines) + 1)
-    return FileCheck(
-        path, len(data), records, bad, ends_whole=not tail, mode=path.stat().st_mode & 0o777
-    )
-
-
-def check_dir(directory: Path) -> list[FileCheck]:
-    return [check_file(p) for p in sorted(directory.glob("mcp-*.jsonl"))]
 
 
 def wait_for(predicate: Any, timeout: float, interval: float = 0.02) -> bool:
@@ -123,42 +37,6 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.02) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(interval)
-
-
-# -- process gauges (Linux /proc) -----------------------------------------------------------
-
-
-def rss_kib(pid: int) -> int:
-    """Resident set size of a process, KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
-def hwm_kib(pid: int) -> int:
-    """Peak resident set size of a process so far, KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmHWM for {pid}")
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds a process has used."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
-def proxy_pid(proxy: Any) -> int:
-    """The pid of a harness `Proxy`'s mitmdump (the harness keeps the handle private)."""
-    proc = proxy._proc
-    assert proc is not None, "the proxy is not running"
-    return int(proc.pid)
 
 
 # -- mitmdump with options the harness does not offer ----------------------------------------
@@ -178,9 +56,6 @@ def custom_proxy(
     """
     import resource
     import subprocess
-
-    from harness import Proxy
-    from mcp_layers_demo import procs
 
     def limit() -> None:  # in the child, before exec; Python then ignores SIGXFSZ
         assert fsize_limit is not None

@@ -35,28 +35,24 @@ import pytest
 from hardening_kit import (
     addon_failures,
     can_mount,
-    check_dir,
     custom_proxy,
     figures,
-    jbytes,
-    mcp_headers,
     mount_tmpfs,
     remount,
-    sse_block,
-    tool_call,
-    tool_result,
     unmount,
     wait_for,
     wait_serving,
 )
-from harness import Proxy
-from mcp_layers_demo import procs
-from rawhttp import HOST, RawClient, post_once
-from scripted_upstream import Reply, ScriptedUpstream, json_reply, sse_reply
+from mcp_layers_support import procs
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.messages import jbytes, mcp_headers, sse_block, tool_call, tool_result
+from mcp_layers_support.rawhttp import HOST, RawClient, post_once
+from mcp_layers_support.recordings import check_dir
+from mcp_layers_support.scripted_upstream import Reply, ScriptedUpstream, json_reply, sse_reply
+from mcp_layers_support.upstream_proc import MAX_EVENTS, event
 
 pytestmark = pytest.mark.e2e
 
-HERE = Path(__file__).resolve().parent
 RECORD_WAIT_S = 10.0
 LOST = re.compile(r"(\d+) records could not be written")
 REFUSED = "cannot write the recording"
@@ -99,9 +95,6 @@ def _ok_responder(request: Any) -> Reply:
 def _endless_stream_prefix(body: bytes) -> int:
     """How many whole events of upstream_proc's endless stream `body` holds; asserts that
     `body` is exactly a prefix of that stream (a kill loses the tail, never a byte inside)."""
-    sys.path.insert(0, str(HERE))
-    from upstream_proc import MAX_EVENTS, event
-
     stream = b""
     for k in range(MAX_EVENTS):
         if len(stream) >= len(body):
@@ -113,7 +106,7 @@ def _endless_stream_prefix(body: bytes) -> int:
 
 def test_upstream_killed_mid_stream_then_back(tmp_path: Path) -> None:
     port = procs.free_port()
-    cmd = [sys.executable, str(HERE / "upstream_proc.py"), str(port), "120"]
+    cmd = [sys.executable, "-m", "mcp_layers_support.upstream_proc", str(port), "120"]
     log = tmp_path / "upstream.log"
     up = procs.start(cmd, log)
     try:

@@ -5,7 +5,7 @@ own session (`Mcp-Session-Id`) and sends its POSTs one after the other; together
 keep 50 exchanges in flight. The upstream (scripted, in this process) answers by the
 mode each request names: JSON or SSE successes, tool errors, JSON-RPC errors, 500s,
 503s with `Retry-After`, SSE streams cut before the answer, and connections reset
-before any header (`load_run.py`). Then, in the recording:
+before any header (`mcp_layers_support.load_run`). Then, in the recording:
 
 - exactly 2,000 request records (plus the proxy's `session_end` for each session);
 - no torn or interleaved line: every line one whole JSON object, record ids unique;
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 from hardening_kit import addon_failures, figures
-from harness import Proxy
-from load_run import check_records, drive, respond
-from scripted_upstream import ScriptedUpstream
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.load_run import check_records, drive, respond
+from mcp_layers_support.scripted_upstream import ScriptedUpstream
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,7 @@
 
 CI-sized: one GET stream of a session and one `subscriptions/listen` answer, 48 MiB of
 1 KiB JSON-RPC notifications each, paced, through mitmdump with the addon
-(`long_stream_run.py`; the 1 GB run over minutes is `benchmarks/long_stream.py`).
+(`mcp_layers_support.long_stream_run`; the 1 GB run over minutes is `benchmarks/long_stream.py`).
 Checked: every byte arrives (SHA-256 of both ends), mitmdump's resident memory after
 the first tenth of the stream does not grow, its CPU time per event over the last three
 tenths is at most twice that over tenths 2-4 (flat is 1; the first tenth warms up), and
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from hardening_kit import figures
-from long_stream_run import run_long_stream
 from mcp_layers_core.events import OtherRequest, ResponseStarted, StreamChunk
 from mcp_layers_core.tracker import Tracker
+from mcp_layers_support.long_stream_run import run_long_stream
 
 STREAM_MIB = 48
 RATE = 16 * 2**20  # bytes per second, so that each tenth spans enough samples

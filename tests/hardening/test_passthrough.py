@@ -33,16 +33,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hardening_kit import (
-    check_dir,
-    figures,
-    jbytes,
-    sse_block,
-    tool_result,
-)
-from harness import Proxy
-from rawhttp import HOP_BY_HOP, Got, post_once
-from scripted_upstream import Received, Reply, ScriptedUpstream
+from hardening_kit import figures
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.messages import jbytes, sse_block, tool_result
+from mcp_layers_support.rawhttp import HOP_BY_HOP, Got, post_once
+from mcp_layers_support.recordings import check_dir
+from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.e2e
 

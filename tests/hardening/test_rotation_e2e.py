@@ -15,10 +15,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hardening_kit import check_dir, figures, jbytes, mcp_headers, tool_call
-from harness import Proxy
-from rawhttp import post_once
-from scripted_upstream import Received, Reply, ScriptedUpstream
+from hardening_kit import figures
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.messages import jbytes, mcp_headers, tool_call
+from mcp_layers_support.rawhttp import post_once
+from mcp_layers_support.recordings import check_dir
+from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstream
 
 pytestmark = pytest.mark.e2e
 

@@ -29,20 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening_kit import (
-    addon_failures,
-    check_dir,
-    custom_proxy,
-    figures,
-    jbytes,
-    mcp_headers,
-    wait_for,
-)
+from hardening_kit import addon_failures, custom_proxy, figures, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_layers_core.redact import error_message, redact_json
-from rawhttp import RawClient, post_once
-from scripted_upstream import Received, Reply, ScriptedUpstream
+from mcp_layers_support.messages import jbytes, mcp_headers
+from mcp_layers_support.rawhttp import RawClient, post_once
+from mcp_layers_support.recordings import check_dir
+from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstream
 
 
 @dataclass

@@ -8,7 +8,6 @@ against the recording and the fake model's log it came from.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,7 @@ import pytest
 from mcp_layers_lab import matrix
 from mcp_layers_lab.__main__ import main as lab_main
 from mcp_layers_lab.run import SCRIPTS, Plan, RunResult, load_results, run_lab
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-# tests/e2e is not a package; its conftest imports node_peers the same way.
-import node_peers
+from mcp_layers_support import node_peers
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +26,9 @@ RECORD_CLIENT = {"py-sdk": "lab-py-sdk@2.3.0", "ts-sdk": "lab-ts-sdk@1.32.2"}
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunResult]]:
-    node_peers.ensure()  # the TS SDK peer (pinned like the lab's ts-sdk) is reused from there
+    # The TS SDK peer (pinned like the lab's ts-sdk) is reused from there.
+    if node_peers.ensure() is None:
+        pytest.skip(node_peers.NO_NPM)
     out = tmp_path_factory.mktemp("lab")
     results = run_lab(
         Plan(CLIENTS, FAULTS, SCRIPTS), out, out / "cache", "auto", 90.0, log=lambda _line: None

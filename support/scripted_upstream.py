@@ -260,7 +260,10 @@ class ScriptedUpstream:
             responder = self._responder
         if responder is not None:
             return index, responder(request)
-        message = f"script exhausted: no reply for {request.method} {request.target} {request.body[:200]!r}"
+        message = (
+            f"script exhausted: no reply for {request.method} {request.target}"
+            f" {request.body[:200]!r}"
+        )
         with self._lock:
             self.errors.append(message)
         return index, Reply(500, [("content-type", "text/plain")], message.encode(), label="error")

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hardening_kit import check_dir, cpu_s, hwm_kib, proxy_pid, rss_kib
-from harness import Proxy
-from rawhttp import RawClient
-from scripted_upstream import Received, Reply, ScriptedUpstream
+from mcp_layers_support.gauges import cpu_s, hwm_kib, proxy_pid, rss_kib
+from mcp_layers_support.harness import Proxy
+from mcp_layers_support.rawhttp import RawClient
+from mcp_layers_support.recordings import check_dir
+from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstream
 
 SESSION = "long-stream-session"
 LISTEN_ID = "listen-1"

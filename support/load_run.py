@@ -6,7 +6,7 @@ which also runs plain mitmdump for the latency ratio). `respond` answers a
 each on its own keep-alive connection and session, sending its share of `posts` POSTs
 one after the other; `check_records` judges a recording of such a run.
 
-    python tests/hardening/load_run.py --serve PORT [LIFETIME_S]   # the upstream alone
+    python -m mcp_layers_support.load_run --serve PORT [LIFETIME_S]   # the upstream alone
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-
-from hardening_kit import check_dir, jbytes, sse_block, tool_result
-from rawhttp import HOST
-from scripted_upstream import Received, Reply, ScriptedUpstream
+from mcp_layers_support.messages import jbytes, sse_block, tool_result
+from mcp_layers_support.rawhttp import HOST
+from mcp_layers_support.recordings import check_dir
+from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstream
 
 READ_TIMEOUT_S = 20.0
 

@@ -1,6 +1,6 @@
 """The scripted upstream in a process of its own, so that a test can kill it mid-stream.
 
-    python tests/hardening/upstream_proc.py PORT [LIFETIME_S]
+    python -m mcp_layers_support.upstream_proc PORT [LIFETIME_S]
 
 A POST whose `params.arguments.mode` is `endless` gets an SSE stream of progress
 notifications, `event(k)` below, one every `GAP_S`, and never the answer (bounded by
@@ -13,11 +13,8 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "e2e"))
-
-from scripted_upstream import Received, Reply, ScriptedUpstream
+from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstream
 
 GAP_S = 0.05
 MAX_EVENTS = 2000

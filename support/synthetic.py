@@ -11,7 +11,7 @@ each layer, some are retried as its client's policy says), may be forgotten by t
 (404, then re-initialised or abandoned) and ends with a DELETE, by abandonment, or at proxy
 shutdown. Clients speaking 2026-07-28 get input-required results and continue them.
 
-Run `python -m mcp_layers_analysis.synthetic OUT.jsonl -n 1000 --seed 1` to write one.
+Run `python -m mcp_layers_support.synthetic OUT.jsonl -n 1000 --seed 1` to write one.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A raw-socket HTTP/1.1 client for the end-to-end and hardening tests.
+"""A raw-socket HTTP/1.1 client for the end-to-end and hardening tests and the benchmarks.
 
 It speaks HTTP/1.1 on a plain socket (no SDK, no library that retries, reframes or
 decodes behind our back), so what it reports is exactly what came off the wire from the
@@ -13,8 +13,7 @@ and every loop a bound.
 - `Got`: what one request got back. Failures (refused connection, reset, EOF inside the
   response, a deadline) are in `Got.error`, never raised.
 
-Only the standard library: the hardening kit's subprocesses import it too.
-(`tests/e2e` has no `__init__.py`; the hardening proofs put it on `sys.path`.)
+Only the standard library: the upstream subprocesses import it too.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Where the proxy listens (the same as `mcp_layers_demo.procs.HOST`).
+#: Where the proxy listens (the same as `procs.HOST`).
 HOST = "127.0.0.1"
 #: The longest one `recv` may wait (within the response's deadline).
 RECV_TIMEOUT_S = 10.0
