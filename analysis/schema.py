@@ -54,6 +54,7 @@ FIELDS: Final[dict[str, FieldType]] = {
     "unsafeRetry": "bool",
     "continues": "int",
     "previousSession": "str",
+    "negotiation": "bool",
     "serverMethod": "str",
     "endReason": "str",
     "injected": "Injected",
