@@ -38,6 +38,7 @@ def _home() -> Path:
     return LAB if IN_CHECKOUT else Path.cwd() / "mcp-layers-lab"
 
 
+ENVIRONMENT = "environment.json"
 
 
 def _names(text: str | None, known: list[str], what: str) -> tuple[str, ...]:

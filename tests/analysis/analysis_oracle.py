@@ -57,10 +57,7 @@ def summary(
             continue
         g = group(r, by)
         probe = r.get("negotiation") is True or r.get("method") == "server/discover"
-        if r.get("injected") is not None:
-            origin = "injected"
-        else:
-            origin = "probe" if probe else "organic"
+        origin = "injected" if r.get("injected") is not None else "probe" if probe else "organic"
         # A negotiation probe's refusal is part of a healthy start, never a failure.
         failed = origin != "probe" and r.get("outcome") not in SUCCESSISH
         st = r.get("httpStatuses") or []
