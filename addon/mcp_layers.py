@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -29,7 +30,7 @@ from typing import Any
 
 # mitmproxy puts this file's folder on sys.path only while importing it, so the core
 # must be imported here, at the top, not lazily inside a hook.
-from mcp_layers_core import faults, limits
+from mcp_layers_core import faults, limits, options
 from mcp_layers_core.events import (
     WANTED_REQUEST_HEADERS,
     WANTED_RESPONSE_HEADERS,
@@ -46,7 +47,7 @@ from mcp_layers_core.events import (
 from mcp_layers_core.fault_presets import PRESETS, preset
 from mcp_layers_core.jsonl import RecordWriter
 from mcp_layers_core.tracker import Settings, Tracker
-from mitmproxy import exceptions, http
+from mitmproxy import exceptions, http, optmanager
 from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import server_hooks
 
@@ -54,8 +55,6 @@ logger = logging.getLogger(__name__)
 
 #: flow.metadata key of the fault decision taken for a flow.
 FAULT_KEY = "mcp_layers.fault"
-
-MAX_SCENARIO_CHARS = 200
 
 
 class StreamTap:
@@ -149,7 +148,7 @@ class CutTap:
 
 
 class McpLayers:
-    def __init__(self, outfile: Any = None) -> None:
+    def __init__(self, outfile: Any = None, refuse_at_startup: bool = False) -> None:
         self.tracker = Tracker()
         self.started = time.time()
         self.writer = RecordWriter(
@@ -160,6 +159,9 @@ class McpLayers:
         self._reported: set[str] = set()
         self.errors = 0
         self.plan: faults.FaultPlan | None = None
+        # The script's instance stops the proxy on a bad option at start-up; an instance
+        # a test builds raises OptionsError, as mitmproxy's own addons do.
+        self._refuse_at_startup = refuse_at_startup
 
     # -- options --------------------------------------------------------------------
 
@@ -226,27 +228,28 @@ class McpLayers:
             "Write Mcp-Session-Id values as they are instead of a stable hash "
             "(they can be credentials).",
         )
+        if self._refuse_at_startup:
+            refuse_bad_startup_options(loader.master.options)
 
     def configure(self, updated: set[str]) -> None:
+        try:
+            self._configure(updated)
+        except exceptions.OptionsError as e:
+            if self._refuse_at_startup and not _proxy_running():
+                refuse(str(e))
+            raise
+
+    def _configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx  # the option store exists only once the addon is loaded
 
         opts = ctx.options
+        for name in sorted(updated & options.SPECS.keys()):
+            try:
+                options.check(name, getattr(opts, name))
+            except options.OptionValueError as e:
+                raise exceptions.OptionsError(str(e)) from None
         if "mcp_max_body_kb" in updated:
-            self._max_body = _positive_kib(opts.mcp_max_body_kb, "mcp_max_body_kb")
-        if "mcp_max_event_kb" in updated:
-            _positive_kib(opts.mcp_max_event_kb, "mcp_max_event_kb")
-        if "mcp_scenario" in updated and (
-            len(opts.mcp_scenario) > MAX_SCENARIO_CHARS or not opts.mcp_scenario.isprintable()
-        ):
-            raise exceptions.OptionsError(
-                f"mcp_scenario must be printable text of at most {MAX_SCENARIO_CHARS} characters, "
-                f"e.g. --set mcp_scenario=errors.http_status_sequence"
-            )
-        if "mcp_record_max_mb" in updated and opts.mcp_record_max_mb < 0:
-            raise exceptions.OptionsError(
-                f"mcp_record_max_mb must be 0 (no rotation) or a number of MiB, "
-                f"not {opts.mcp_record_max_mb}; e.g. --set mcp_record_max_mb=100"
-            )
+            self._max_body = opts.mcp_max_body_kb * 1024
         if updated & {"mcp_record_dir", "mcp_record_max_mb"} and self._outfile is None:
             directory = _writable_dir(opts.mcp_record_dir)
             self.writer.close()
@@ -596,19 +599,7 @@ def _fault_plan(source: str, inline: str, seed: int) -> faults.FaultPlan | None:
     return faults.FaultPlan(rules, seed) if rules else None
 
 
-def _positive_kib(value: int, name: str) -> int:
-    if value <= 0:
-        raise exceptions.OptionsError(
-            f"{name} must be a positive number of KiB, not {value}; e.g. --set {name}=16384"
-        )
-    return value * 1024
-
-
 def _writable_dir(value: str) -> Path:
-    if not value.strip():
-        raise exceptions.OptionsError(
-            "mcp_record_dir is empty; name a directory, e.g. --set mcp_record_dir=recordings"
-        )
     path = Path(value).expanduser()
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -625,4 +616,36 @@ def _writable_dir(value: str) -> Path:
     return path
 
 
-addons = [McpLayers()]
+# -- start-up refusal: a bad `mcp_*` option stops the proxy before it serves traffic ----
+
+
+def refuse_bad_startup_options(opts: optmanager.OptManager) -> None:
+    """Check the `mcp_*` values mitmproxy still holds for us, as the user typed them.
+
+    mitmproxy parses a script's `--set` values only after the script's `load`, in a place
+    where a failure is lost: the proxy would run on and record nothing. So every `mcp_*`
+    entry (a value, or a name we do not have) is checked here first."""
+    problem = options.startup_problem(
+        {name: getattr(value, "val", value) for name, value in opts.deferred.items()}
+    )
+    if problem is not None:
+        refuse(problem)
+
+
+def refuse(message: str) -> None:
+    """One line, no traceback, and a non-zero exit: recording nothing is worse than not
+    starting."""
+    program = os.path.basename(sys.argv[0]) or "mitmdump"
+    print(f"{program}: mcp-layers: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _proxy_running() -> bool:
+    """Has mitmproxy started? (Then a bad value is only refused and rolled back.)"""
+    from mitmproxy import ctx
+
+    loader = ctx.master.addons.get("scriptloader")
+    return bool(getattr(loader, "is_running", False))
+
+
+addons = [McpLayers(refuse_at_startup=True)]

@@ -410,6 +410,23 @@ def show(reading: Reading, session: str) -> None:
     write(reading, sessions_mod.SHOW_HEADERS, job.rows())
 
 
+@cli.command(short_help="Print the path of the addon script, for mitmdump -s.")
+def addon() -> None:
+    """Print the path of the installed addon script, to load it from any directory.
+
+    \b
+    Example:
+        mitmdump -s "$(mcp-layers addon)" --listen-host 127.0.0.1 \\
+            --mode reverse:https://mcp.example.com@8080 --set connection_strategy=lazy
+    """
+    from mcp_layers_core import script
+
+    try:
+        click.echo(script.path())
+    except LookupError as exc:
+        raise UsageFailure(f"{exc}; reinstall mcp-layers (pip install mcp-layers)") from None
+
+
 def main() -> None:
     """The console script."""
     cli(prog_name="mcp-layers")

@@ -5,7 +5,8 @@ so two clients, or two versions of one, read across on the same scenario. A figu
 has no data for is empty. Parts of a whole are given as shares (the counts they are shares
 of are figures too): "failed calls retried" is a share of "failed calls".
 
-Summary figures are of organic calls; injected ones are counted apart ("injected calls").
+Summary figures are of organic calls; injected ones are counted apart ("injected calls"),
+and so are negotiation probes ("negotiation probes": never failures).
 Retry figures count every call, injected or not: a fault rule is there to test retries.
 """
 
@@ -19,7 +20,7 @@ from .inputs import Task
 from .render import Cell, Millis, Ratio
 from .retries import Figure, RetriesJob, all_figures
 from .schema import layer_rank, outcome_rank
-from .summary import INJECTED, ORGANIC, Breakdown, SummaryJob, Tally, label
+from .summary import INJECTED, ORGANIC, PROBE, Breakdown, SummaryJob, Tally, label
 
 TOP_FIGURE: Final = "figure"
 
@@ -72,7 +73,8 @@ def table(job: CompareJob, *, top: int) -> tuple[list[str], list[list[Cell]]]:
         col: dict[str, Cell] = {}
         organic = rolled.get((g, ORGANIC))
         injected = rolled.get((g, INJECTED))
-        for name, value in _summary_figures(organic, injected, summary_names):
+        probes = rolled.get((g, PROBE))
+        for name, value in _summary_figures(organic, injected, probes, summary_names):
             col[name] = value
         for f in retry_figs.get(g, []):
             col[f"retries: {f.name}" if f.name == "calls" else f.name] = _compare_cell(f)
@@ -111,10 +113,13 @@ def _summary_names(
     tools: dict[Any, int] = {}
     codes: set[Any] = set()
     statuses: set[Any] = set()
-    injected = False
+    injected = probes = False
     for (_, origin), bd in rolled.items():
         if origin == INJECTED:
             injected = True
+            continue
+        if origin == PROBE:
+            probes = True
             continue
         outcomes |= set(bd.parts["outcome"])
         for key, t in bd.parts["layer"].items():
@@ -158,6 +163,8 @@ def _summary_names(
             ("injected calls", ("injected_calls", None)),
             ("injected failure rate", ("injected_failed", None)),
         ]
+    if probes:
+        out.append(("negotiation probes", ("probes", None)))
     return out
 
 
@@ -166,7 +173,10 @@ def _top(section: dict[Any, Tally], top: int) -> list[tuple[Any, Tally]]:
 
 
 def _summary_figures(
-    organic: Breakdown | None, injected: Breakdown | None, names: list[tuple[str, tuple[str, Any]]]
+    organic: Breakdown | None,
+    injected: Breakdown | None,
+    probes: Breakdown | None,
+    names: list[tuple[str, tuple[str, Any]]],
 ) -> Iterator[tuple[str, Cell]]:
     bd = organic if organic is not None else Breakdown()
     total = bd.total.calls
@@ -208,6 +218,8 @@ def _summary_figures(
             value = injected.total.calls if injected else 0
         elif what == "injected_failed":
             value = rate(injected.total if injected else None)
+        elif what == "probes":
+            value = probes.total.calls if probes else 0
         else:  # pragma: no cover - names come from _summary_names
             raise AssertionError(what)
         yield name, value

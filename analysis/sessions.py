@@ -19,6 +19,7 @@ from .inputs import Task
 from .limits import MAX_SHOWN_RECORDS
 from .render import Cell, Millis, Seconds
 from .schema import HTTP_NOT_FOUND, INITIALIZE, NOT_FAILED, REQUEST, RESPONSE, SESSION_END
+from .summary import is_probe
 
 SESSION_HEADERS: Final = (
     "session",
@@ -136,6 +137,7 @@ class SessionsJob:
         "previousSession",
         "endReason",
         "notes",
+        "negotiation",
     )
 
     def __init__(self, filters: Filters, on_row: Callable[[list[Cell]], None]) -> None:
@@ -179,7 +181,7 @@ class SessionsJob:
             kind = r.kind
             if kind == REQUEST:
                 s.requests += 1
-                if r.outcome not in NOT_FAILED:
+                if r.outcome not in NOT_FAILED and not is_probe(r):
                     s.failed += 1
                 if r.retryOf is not None:
                     s.retries += 1
@@ -254,6 +256,7 @@ class ShowJob:
         "serverMethod",
         "endReason",
         "injected",
+        "negotiation",
     )
 
     def __init__(self, session: str, filters: Filters, warn: Callable[[str], None]) -> None:
@@ -325,6 +328,8 @@ def timeline_cells(r: Any) -> list[Cell]:
     elif r.continues is not None:
         retry = f"continues #{r.continues}"
     detail = []
+    if kind == REQUEST and is_probe(r):
+        detail.append("negotiation probe (not a failure)")
     if r.previousSession is not None:
         detail.append(f"replaces {r.previousSession}")
     if r.endReason is not None:

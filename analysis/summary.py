@@ -2,10 +2,11 @@
 
 Counts request records: every attempt is a call here (`retries` tells attempts from logical
 calls). Workers fold each record into one "cell" per distinct combination of group,
-origin (organic, or the fault rule that injected it), outcome, layer, method, tool, JSON-RPC
-error code and last HTTP status, each holding a latency histogram. Cells depend on the
-recordings' vocabulary, not their length, so memory stays flat. Each worker rolls its
-cells up into the breakdowns the output lists, and the main process adds those up.
+origin (organic, a negotiation probe, or the fault rule that injected it), outcome, layer,
+method, tool, JSON-RPC error code and last HTTP status, each holding a latency histogram.
+Cells depend on the recordings' vocabulary, not their length, so memory stays flat. Each
+worker rolls its cells up into the breakdowns the output lists, and the main process adds
+those up.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ PERCENTILES: Final = (0.50, 0.95, 0.99)
 
 ORGANIC: Final = "organic"
 INJECTED: Final = "injected"
+#: A version-negotiation probe (`server/discover`, or a request the server refused so the
+#: client fell back to `initialize`): part of a healthy start, never a failure of its own.
+PROBE: Final = "probe"
+DISCOVER: Final = "server/discover"
+
+
+def is_probe(r: Any) -> bool:
+    """Is this request record a negotiation probe? (It reads `negotiation` and `method`.)"""
+    return r.negotiation is True or r.method == DISCOVER
+
 
 #: Breakdowns in the order rows list them.
 BREAKDOWNS: Final = (
@@ -45,10 +56,10 @@ BREAKDOWNS: Final = (
     "rule",
 )
 
-# A cell key: (group, rule, outcome, layer, method, tool, errorCode, last status).
+# A cell key: (group, rule, probe, outcome, layer, method, tool, errorCode, last status).
 # `rule` is None for organic calls, else the injecting rule's name ("" when it has none).
 CellKey = tuple[
-    Any, str | None, str | None, str | None, str | None, str | None, int | None, int | None
+    Any, str | None, bool, str | None, str | None, str | None, str | None, int | None, int | None
 ]
 Cells = dict[CellKey, Histogram]
 
@@ -106,6 +117,7 @@ def fold(records: list[Any], cells: Cells, group_of: Any, keep: Any) -> None:
             (
                 r.client if group_of is None else group_of(r),
                 None if inj is None else (inj.rule or ""),
+                r.negotiation is True or r.method == DISCOVER,  # is_probe, inlined
                 r.outcome,
                 r.layer,
                 r.method,
@@ -140,6 +152,7 @@ class SummaryJob:
             "outcome",
             "layer",
             "injected",
+            "negotiation",
         )
         wanted = (*base, *(DIMENSIONS[d] for d in self.by), *filters.fields())
         self.fields = tuple(dict.fromkeys(wanted))
@@ -234,16 +247,18 @@ Rolled = dict[tuple[Any, str], Breakdown]
 
 
 def roll_up(cells: Cells, dims: int) -> Rolled:
-    """(group tuple, origin) -> breakdown; origin is "organic" or "injected"."""
+    """(group tuple, origin) -> breakdown; origin is "organic", "probe" or "injected".
+
+    A probe's refusal is how negotiation works, so probes never count as failed."""
     out: Rolled = {}
-    for (raw_group, rule, outcome, layer, method, tool, code, status), hist in cells.items():
+    for (raw_group, rule, probe, outcome, layer, method, tool, code, status), hist in cells.items():
         group = as_tuple(raw_group, dims)
-        origin = ORGANIC if rule is None else INJECTED
+        origin = INJECTED if rule is not None else PROBE if probe else ORGANIC
         bd = out.get((group, origin))
         if bd is None:
             bd = out[(group, origin)] = Breakdown()
         n = sum(hist.values())
-        failed = outcome not in NOT_FAILED
+        failed = origin != PROBE and outcome not in NOT_FAILED
         bd.total.add(n, failed, hist)
         bd.add("layer", layer, n, failed, hist)
         bd.add("outcome", outcome, n, failed, hist)
@@ -286,8 +301,8 @@ def headers(by: Sequence[str]) -> tuple[str, ...]:
 
 
 def rows(rolled: Rolled, *, top: int) -> Iterator[list[Cell]]:
-    """Rows for `summary`: per group, organic first, then injected."""
-    keys = sorted(rolled, key=lambda k: (group_sort_key(k[0]), k[1] != ORGANIC))
+    """Rows for `summary`: per group, organic first, then probes, then injected."""
+    keys = sorted(rolled, key=lambda k: (group_sort_key(k[0]), _ORIGIN_ORDER[k[1]]))
     for group, origin in keys:
         bd = rolled[(group, origin)]
         lead: list[Cell] = [label(g) for g in group]
@@ -296,6 +311,9 @@ def rows(rolled: Rolled, *, top: int) -> Iterator[list[Cell]]:
         for name in BREAKDOWNS[1:]:
             for key, tally in _ordered(name, bd.parts[name], top):
                 yield [*lead, origin, name, label(key), *_numbers(tally, total)]
+
+
+_ORIGIN_ORDER: Final = {ORGANIC: 0, PROBE: 1, INJECTED: 2}
 
 
 def _numbers(t: Tally, total: int) -> list[Cell]:

@@ -27,7 +27,8 @@ import anyio
 from mcp_layers_demo.client import CallResult, run_calls
 from mcp_layers_support import npm, procs
 
-RECORD_ROOT = procs.REPO / "recordings"
+#: Under the current directory (the checkout's, with `make demo`), never the install's.
+RECORD_ROOT = Path("recordings")
 
 #: The fault presets every client meets (docs/faults.md). Each fails the first matching
 #: tools/call of a client: how it recovers is the point.
@@ -134,9 +135,30 @@ def run_scenario(
 def compare(record_dir: Path) -> int:
     cli = Path(sys.executable).with_name("mcp-layers")
     command = [str(cli), "compare", str(record_dir), "--by", "client", "--by", "scenario"]
-    say(f"\n$ mcp-layers compare {_shown(record_dir)} --by client --by scenario\n")
+    say(f"\n$ {shown_command()} compare {_shown(record_dir)} --by client --by scenario\n")
     done = subprocess.run(command, timeout=ANALYSIS_TIMEOUT_S)
+    if done.returncode == 0:
+        say(COUNTS_NOTE)
     return done.returncode
+
+
+#: What the closing table counts: without it, `calls 5` after six calls and a 0 % failure
+#: rate under a failing fault read as wrong.
+COUNTS_NOTE = (
+    "\n(calls, failure rate, outcomes and latencies count organic calls only: the calls the\n"
+    " fault answered are counted apart, as `injected calls` and `injected failure rate`,\n"
+    " and version-negotiation probes as `negotiation probes`; retry figures count every call.)"
+)
+
+
+def shown_command(name: str = "mcp-layers") -> str:
+    """How to type `name` here: bare when the shell finds this environment's own, else its
+    path (after `make demo` the venv is not activated, so a bare name would not be found)."""
+    mine = Path(sys.executable).with_name(name)
+    found = shutil.which(name)
+    if found is not None and Path(found).resolve() == mine.resolve():
+        return name
+    return _shown(mine)
 
 
 def _shown(path: Path) -> str:
@@ -148,7 +170,7 @@ def _shown(path: Path) -> str:
 
 def main() -> int:
     if not procs.ADDON.exists():
-        say(f"error: the addon {procs.ADDON} is missing; is this a complete checkout?")
+        say(f"error: the addon {procs.ADDON} is missing; reinstall mcp-layers")
         return 1
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     record_dir = RECORD_ROOT / f"demo-{stamp}"
@@ -175,9 +197,10 @@ def main() -> int:
     code = compare(record_dir)
     if code == 0:
         shutil.rmtree(logs, ignore_errors=True)
-        where = _shown(record_dir)
-        say(f"\nNext: mcp-layers summary {where}; mcp-layers sessions {where};")
-        say(f"      mcp-layers show SESSION {where}")
+        where, cli = _shown(record_dir), shown_command()
+        say(f"\nNext: {cli} summary {where}")
+        say(f"      {cli} sessions {where}")
+        say(f"      {cli} show SESSION {where}   (SESSION: an id from the sessions list)")
     return code
 
 

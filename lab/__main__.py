@@ -29,7 +29,15 @@ from . import matrix, presets
 from .run import CLIENT_TIMEOUT_S, SCRIPTS, LabError, Plan, load_results, run_lab
 
 LAB = Path(__file__).resolve().parent
-PUBLISHED = LAB / "MATRIX.md"
+#: In a checkout the lab writes beside itself (lab/out, lab/MATRIX.md); installed with
+#: pip, under the current directory instead of inside site-packages.
+IN_CHECKOUT = (LAB.parent / "pyproject.toml").is_file()
+
+
+def _home() -> Path:
+    return LAB if IN_CHECKOUT else Path.cwd() / "mcp-layers-lab"
+
+
 ENVIRONMENT = "environment.json"
 
 
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             _names(args.scripts, list(SCRIPTS), "script"),
         )
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = args.out or LAB / "out" / stamp
+    out_dir = args.out or _home() / "out" / stamp
     out_dir.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     try:
@@ -202,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         env["addon"] = f"{args.addon} (not the repository's)"
     (out_dir / ENVIRONMENT).write_text(json.dumps(env, indent=2) + "\n")
     print(f"{len(results)} runs in {time.monotonic() - began:.0f} s")
-    publish = args.publish or (PUBLISHED if args.all else None)
+    publish = args.publish or ((_home() / "MATRIX.md") if args.all else None)
     return write_outputs(out_dir, publish)
 
 

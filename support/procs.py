@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from mcp_layers_core import script
+
 HOST = "127.0.0.1"
 MCP_PATH = "/mcp"
 
@@ -24,7 +26,9 @@ STOP_TIMEOUT_S = 10.0
 _POLL_S = 0.05
 
 REPO = Path(__file__).resolve().parent.parent
-ADDON = REPO / "addon" / "mcp_layers.py"
+#: The addon script as installed (addon/mcp_layers.py in a checkout), so the demo and the
+#: lab run from a plain `pip install` too.
+ADDON = script.path()
 
 
 class StartError(RuntimeError):

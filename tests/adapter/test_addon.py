@@ -261,3 +261,44 @@ def test_tap_stops_feeding_a_stream_that_is_not_mcp(addon: Any) -> None:
         chunk = f"data: tick {i}\n\n".encode()
         assert tap(chunk) is chunk
     assert not addon.tracker.wants_chunks(f.id) and tap._feeding is False
+
+
+def test_every_declared_option_is_known_to_the_start_up_check() -> None:
+    a = mcp_layers.McpLayers()
+    with taddons.context(a) as tctx:
+        declared = {name for name in tctx.options._options if name.startswith("mcp_")}
+    assert declared == set(mcp_layers.options.SPECS)
+
+
+def test_a_bad_value_held_for_the_script_stops_the_proxy_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # What mitmdump does with `--set mcp_record_bodies=maybe` before loading the script.
+    a = mcp_layers.McpLayers(outfile=io.BytesIO(), refuse_at_startup=True)
+    with taddons.context() as tctx:
+        tctx.options.set("mcp_record_bodies=maybe", defer=True)
+        with pytest.raises(SystemExit) as stopped:
+            tctx.master.addons.register(a)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mcp_record_bodies must be true or false" in err
+
+
+def test_an_unknown_mcp_name_stops_the_proxy_with_the_nearest_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a = mcp_layers.McpLayers(outfile=io.BytesIO(), refuse_at_startup=True)
+    with taddons.context() as tctx:
+        tctx.options.set("mcp_fautls=errors.rate_limited", defer=True)
+        with pytest.raises(SystemExit):
+            tctx.master.addons.register(a)
+    assert "did you mean mcp_faults?" in capsys.readouterr().err
+
+
+def test_a_value_refused_by_configure_at_start_up_stops_the_proxy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a = mcp_layers.McpLayers(outfile=io.BytesIO(), refuse_at_startup=True)
+    with taddons.context(a) as tctx, pytest.raises(SystemExit):
+        tctx.configure(a, mcp_faults="no-such-preset")
+    assert "'no-such-preset' is neither a preset nor a file" in capsys.readouterr().err

@@ -56,8 +56,10 @@ def summary(
         if r.get("kind") != "request":
             continue
         g = group(r, by)
-        origin = "organic" if r.get("injected") is None else "injected"
-        failed = r.get("outcome") not in SUCCESSISH
+        probe = r.get("negotiation") is True or r.get("method") == "server/discover"
+        origin = "injected" if r.get("injected") is not None else "probe" if probe else "organic"
+        # A negotiation probe's refusal is part of a healthy start, never a failure.
+        failed = origin != "probe" and r.get("outcome") not in SUCCESSISH
         st = r.get("httpStatuses") or []
         code = (r.get("jsonrpc") or {}).get("errorCode")
         keys = [

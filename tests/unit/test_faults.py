@@ -404,7 +404,8 @@ def test_the_documented_error_examples_are_real() -> None:
     flaky = '[\n  {"action": "drop"},\n  {\n    "name": "flaky",\n    "action": "jsonrpc_error",\n\n    "retry_after": 2\n  }\n]'
     nth = '[\n  {\n    "action": "drop",\n    "nth": "2"\n  }\n]'
     produced = [rule_error(flaky), rule_error(nth), inline_error("malformed=wrong")]
-    assert examples == produced
+    # As mitmdump prints them: one line each, after the program and addon names.
+    assert examples == [f"mitmdump: mcp-layers: {line}" for line in produced]
 
 
 # -- presets --------------------------------------------------------------------------------

@@ -1,0 +1,44 @@
+"""A real mitmdump refuses a bad `mcp_*` option before it listens: one line, exit 2.
+
+Before, mitmproxy's deferred `--set` handling lost these errors: the proxy served traffic,
+exited 0 and wrote no record (or printed a traceback after "listening at").
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from mcp_layers_demo import procs
+
+CASES = [
+    (["mcp_record_bodies=maybe"], "mcp_record_bodies must be true or false, not 'maybe'"),
+    (["mcp_raw_session_ids=perhaps"], "mcp_raw_session_ids must be true or false"),
+    (["mcp_record_max_mb=abc"], "mcp_record_max_mb must be a whole number, not 'abc'"),
+    (["mcp_fault_seed=x"], "mcp_fault_seed must be a whole number, not 'x'"),
+    (["mcp_record_bodies=true", "mcp_record_bodies=false"], "mcp_record_bodies is given 2 times"),
+    (["mcp_fautls=errors.rate_limited"], "did you mean mcp_faults?"),
+    (["mcp_max_body_kb=0"], "mcp_max_body_kb must be a positive number of KiB"),
+    (["mcp_faults=errors.no_such_preset"], "is neither a preset nor a file"),
+]
+
+
+@pytest.mark.parametrize(("sets", "message"), CASES, ids=[c[0][0] for c in CASES])
+def test_bad_option_stops_mitmdump_before_it_listens(
+    tmp_path: Path, sets: list[str], message: str
+) -> None:
+    cmd = procs.mitmdump_cmd(
+        upstream_port=procs.free_port(),
+        listen_port=procs.free_port(),
+        record_dir=tmp_path / "rec",
+        extra_sets=sets,
+    )
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
+    refusal = [line for line in done.stderr.splitlines() if "mcp-layers:" in line]
+    assert len(refusal) == 1 and refusal[0].startswith("mitmdump: mcp-layers: ")
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output and "listening at" not in output
+    assert not list((tmp_path / "rec").glob("*.jsonl"))

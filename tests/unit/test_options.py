@@ -1,0 +1,74 @@
+"""Strict parsing and checking of the addon's `mcp_*` options (the pure half of the start-up refusal)."""
+
+from __future__ import annotations
+
+import pytest
+from mcp_layers_core import options
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "message"),
+    [
+        ("mcp_record_bodies", ["maybe"], "mcp_record_bodies must be true or false, not 'maybe'"),
+        ("mcp_raw_session_ids", ["perhaps"], "write --set mcp_raw_session_ids=true or"),
+        ("mcp_record_bodies", ["True"], "must be true or false"),
+        ("mcp_record_max_mb", ["abc"], "mcp_record_max_mb must be a whole number, not 'abc'"),
+        ("mcp_fault_seed", ["x"], "mcp_fault_seed must be a whole number, not 'x'; e.g. --set"),
+        ("mcp_fault_seed", [" 4"], "must be a whole number"),
+        ("mcp_fault_seed", ["1_000"], "must be a whole number"),
+        ("mcp_fault_seed", ["٣"], "must be a whole number"),  # int() would take it
+        ("mcp_max_body_kb", [], "must be a whole number, not 'nothing'"),
+        (
+            "mcp_record_bodies",
+            ["true", "false"],
+            "is given 2 times ('true', 'false'); give it once",
+        ),
+        ("mcp_max_body_kb", ["0"], "must be a positive number of KiB, not 0"),
+        ("mcp_record_max_mb", ["-1"], "must be 0 (no rotation) or a number of MiB"),
+        ("mcp_scenario", ["a\nb"], "mcp_scenario must be printable text"),
+        ("mcp_record_dir", [], "mcp_record_dir needs a value"),
+        ("mcp_record_dir", ["  "], "mcp_record_dir is empty"),
+        ("mcp_record_bodies", "yes", "must be true or false, not 'yes'"),  # from a config file
+        ("mcp_max_body_kb", True, "must be a whole number, not True"),
+    ],
+)
+def test_bad_values_are_refused_in_one_line(name: str, given: object, message: str) -> None:
+    with pytest.raises(options.OptionValueError) as caught:
+        options.parse(name, given)
+    text = str(caught.value)
+    assert message in text
+    assert "\n" not in text and text.startswith(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "value"),
+    [
+        ("mcp_record_bodies", ["true"], True),
+        ("mcp_record_bodies", ["false"], False),
+        ("mcp_record_bodies", [], True),  # `--set mcp_record_bodies` alone, as in mitmproxy
+        ("mcp_fault_seed", ["-3"], -3),
+        ("mcp_record_max_mb", ["0"], 0),
+        ("mcp_fault", ["http_status=503 nth=1"], "http_status=503 nth=1"),
+        ("mcp_faults", [""], ""),
+        ("mcp_max_body_kb", 64, 64),
+    ],
+)
+def test_good_values_parse_as_mitmproxy_would(name: str, given: object, value: object) -> None:
+    assert options.parse(name, given) == value
+
+
+def test_unknown_name_names_the_nearest_option() -> None:
+    assert options.startup_problem({"mcp_fautls": ["x"]}) == (
+        "mcp_fautls is not an option of mcp-layers; did you mean mcp_faults?"
+    )
+    far = options.startup_problem({"mcp_zzz": ["1"]})
+    assert far is not None and far.startswith("mcp_zzz is not an option of mcp-layers; the options")
+    assert "mcp_record_dir" in far
+
+
+def test_startup_problem_ignores_other_addons_and_accepts_good_values() -> None:
+    assert options.startup_problem({"other_addon_flag": ["maybe"], "mcp_fault_seed": ["7"]}) is None
+    assert options.startup_problem({"mcp_fault_seed": ["7"], "mcp_record_bodies": ["no"]}) == (
+        "mcp_record_bodies must be true or false, not 'no'; "
+        "write --set mcp_record_bodies=true or --set mcp_record_bodies=false"
+    )
