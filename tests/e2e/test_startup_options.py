@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from mcp_layers_demo import procs
+from mcp_layers_support import procs
 
 CASES = [
     (["mcp_record_bodies=maybe"], "mcp_record_bodies must be true or false, not 'maybe'"),
