@@ -43,7 +43,6 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
 )
-from mcp_layers_core.fault_presets import PRESETS, preset
 from mcp_layers_core.jsonl import RecordWriter
 from mcp_layers_core.tracker import Settings, Tracker
 from mitmproxy import exceptions, http
@@ -209,7 +208,7 @@ class McpLayers:
             "mcp_faults",
             str,
             "",
-            "Inject faults: a preset name (" + ", ".join(PRESETS) + ") or a JSON rules "
+            "Inject faults: a preset name (" + ", ".join(faults.PRESETS) + ") or a JSON rules "
             "file; see docs/faults.md.",
         )
         loader.add_option(
@@ -258,7 +257,7 @@ class McpLayers:
             )
         if updated & {"mcp_faults", "mcp_fault", "mcp_fault_seed"}:
             self.plan = _fault_plan(opts.mcp_faults, opts.mcp_fault, opts.mcp_fault_seed)
-        default_scenario = opts.mcp_faults if opts.mcp_faults in PRESETS else None
+        default_scenario = opts.mcp_faults if opts.mcp_faults in faults.PRESETS else None
         self.tracker.settings = Settings(
             scenario=opts.mcp_scenario or default_scenario,
             raw_session_ids=opts.mcp_raw_session_ids,
@@ -570,14 +569,14 @@ def _fault_plan(source: str, inline: str, seed: int) -> faults.FaultPlan | None:
     """The rules of `--set mcp_faults` (a preset or a file) and `--set mcp_fault`."""
     rules: list[faults.FaultRule] = []
     try:
-        if source in PRESETS:
-            rules += preset(source)
+        if source in faults.PRESETS:
+            rules += faults.preset(source)
         elif source:
             path = Path(source).expanduser()
             if not path.is_file():
                 raise exceptions.OptionsError(
                     f"mcp_faults: {source!r} is neither a preset nor a file; presets are "
-                    f"{', '.join(PRESETS)}; or write a rules file (docs/faults.md)"
+                    f"{', '.join(faults.PRESETS)}; or write a rules file (docs/faults.md)"
                 )
             rules += faults.parse_rules(path.read_text(encoding="utf-8"), str(path))
         if inline:
