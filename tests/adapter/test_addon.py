@@ -42,7 +42,7 @@ def records(out: io.BytesIO) -> list[dict[str, Any]]:
 @pytest.fixture
 def addon() -> Any:
     out = io.BytesIO()
-    a = mcp_layers.McpLayers(outfile=out)
+    a = mcp_layers.Recorder(outfile=out)
     with taddons.context(a) as tctx:
         tctx.configure(a, mcp_scenario="adapter")
         a.out = out
@@ -182,7 +182,7 @@ def test_existing_stream_callable_is_chained_not_replaced(addon: Any) -> None:
 def test_bad_options_are_refused_with_what_to_write(
     option: str, value: object, message: str
 ) -> None:
-    a = mcp_layers.McpLayers()
+    a = mcp_layers.Recorder()
     with (
         taddons.context(a) as tctx,
         pytest.raises(exceptions.OptionsError, match=re.escape(message)),
@@ -193,7 +193,7 @@ def test_bad_options_are_refused_with_what_to_write(
 def test_unwritable_record_dir_is_refused(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    a = mcp_layers.McpLayers()
+    a = mcp_layers.Recorder()
     with (
         taddons.context(a) as tctx,
         pytest.raises(exceptions.OptionsError, match=r"cannot create .*writable directory"),
@@ -202,7 +202,7 @@ def test_unwritable_record_dir_is_refused(tmp_path: Path) -> None:
 
 
 def test_record_dir_option_writes_a_private_file(tmp_path: Path) -> None:
-    a = mcp_layers.McpLayers()
+    a = mcp_layers.Recorder()
     with taddons.context(a) as tctx:
         tctx.configure(a, mcp_record_dir=str(tmp_path / "rec"))
         f = post_flow()
@@ -216,8 +216,10 @@ def test_record_dir_option_writes_a_private_file(tmp_path: Path) -> None:
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
-def test_script_module_exposes_one_addon() -> None:
-    assert len(mcp_layers.addons) == 1 and isinstance(mcp_layers.addons[0], mcp_layers.McpLayers)
+def test_script_module_exposes_the_fault_injector_then_the_recorder() -> None:
+    injector, recorder = mcp_layers.addons
+    assert isinstance(injector, mcp_layers.FaultInjector)
+    assert isinstance(recorder, mcp_layers.Recorder)
 
 
 def test_gzip_body_is_inflated_only_up_to_the_cap() -> None:
