@@ -263,3 +263,29 @@ def test_tap_stops_feeding_a_stream_that_is_not_mcp(addon: Any) -> None:
         chunk = f"data: tick {i}\n\n".encode()
         assert tap(chunk) is chunk
     assert not addon.tracker.wants_chunks(f.id) and tap._feeding is False
+
+
+def test_fault_cut_reaches_the_recorder_through_the_stream_and_flow_metadata() -> None:
+    """Fault injector first, recorder second: the tap sees the cut stream, the record the mark."""
+    out = io.BytesIO()
+    recorder = mcp_layers.Recorder(outfile=out)
+    injector = mcp_layers.FaultInjector(recorder.request_facts)
+    with taddons.context(injector, recorder) as tctx:
+        tctx.configure(injector, mcp_fault="sse_truncate=before_final name=cut")
+        f = post_flow()
+        for a in (injector, recorder):
+            a.request(f)
+        assert f.metadata[mcp_layers.INJECTED_KEY] == {"rule": "cut", "action": "sse_truncate"}
+        assert f.request.headers["accept-encoding"] == "identity"
+        respond(f, 200, "text/event-stream", None)
+        for a in (injector, recorder):
+            a.responseheaders(f)
+        progress = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n'
+        final = b"data: " + OK + b"\n\n"
+        sent = [f.response.stream(c) for c in (progress, final, b"")]
+        assert b"".join(b"".join(s) for s in sent) == progress  # the final event never goes
+        for a in (injector, recorder):
+            a.response(f)
+    (rec,) = records(out)
+    assert rec["injected"] == {"rule": "cut", "action": "sse_truncate"}
+    assert rec["sse"]["events"] == 1 and rec["sse"]["final"] is False
