@@ -56,8 +56,8 @@ from mitmproxy.proxy import server_hooks
 
 logger = logging.getLogger(__name__)
 
-#: flow.metadata key set once the recorder has read a flow's request (the fault
-#: injector may ask it to, before its own hook would).
+#: flow.metadata key set while a request the fault injector asked about (and so the
+#: recorder already read) waits for the recorder's own `request` hook.
 OBSERVED_KEY = "mcp_layers.observed"
 
 MAX_SCENARIO_CHARS = 200
@@ -240,7 +240,8 @@ class Recorder:
 
     def request(self, flow: http.HTTPFlow) -> None:
         with self.guard("request"):
-            self._observe(flow)
+            if not flow.metadata.pop(OBSERVED_KEY, False):
+                self._observe(flow)
             injected = flow.metadata.get(INJECTED_KEY)
             if injected is not None:
                 self.tracker.mark_injected(flow.id, injected)
@@ -250,7 +251,9 @@ class Recorder:
         version), or None if it is not recorded. The fault injector asks before it acts,
         so the request is read here first, as the client sent it."""
         with self.guard("request"):
-            self._observe(flow)
+            if not flow.metadata.get(OBSERVED_KEY):
+                flow.metadata[OBSERVED_KEY] = True
+                self._observe(flow)
             described = self.tracker.describe(flow.id)
             if described is None:
                 return None
@@ -341,10 +344,7 @@ class Recorder:
             logger.warning(f"mcp-layers: {where} failed ({e!r}); traffic is unaffected", exc_info=e)
 
     def _observe(self, flow: http.HTTPFlow) -> None:
-        """Feed the request to the core, once per flow."""
-        if flow.metadata.get(OBSERVED_KEY):
-            return
-        flow.metadata[OBSERVED_KEY] = True
+        """Feed the request to the core (once per flow: see OBSERVED_KEY)."""
         method = flow.request.method
         if method == "POST":
             self.feed(self._post(flow))
