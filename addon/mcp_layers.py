@@ -9,19 +9,22 @@ and point the client at http://127.0.0.1:8080/mcp. Every POST that carries JSON-
 paired with its answer (a JSON body or an SSE stream), classified, and written as one
 JSONL record to `recordings/mcp-<UTC start>.jsonl` (see docs/record-format.md).
 
-The addon only observes: it never alters, reorders or delays a byte. SSE answers are
+Two addons are loaded, in this order: the fault injector (`mcp_layers_faults.py`, idle
+unless `--set mcp_faults` or `mcp_fault` is given; docs/faults.md) and the recorder.
+The recorder only observes: it never alters, reorders or delays a byte. SSE answers are
 streamed through a tap that returns every chunk unchanged (mitmproxy would otherwise
-hold a stream until it ends, which stalls MCP's long-lived streams). This file is the
-thin adapter: hooks turn flows into the core's events (`mcp_layers_core`, which never
-imports mitmproxy) and hand the records it returns to the writer.
+hold a stream until it ends, which stalls MCP's long-lived streams); a stream callable
+set before it (a fault's cutter) runs first, so the tap sees what the client gets. Of a
+fault the recorder reads only `flow.metadata[INJECTED_KEY]`, the record's `injected`.
+This file is the thin adapter: hooks turn flows into the core's events
+(`mcp_layers_core`, which never imports mitmproxy) and hand the records it returns to
+the writer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import sys
 import time
 import zlib
 from collections.abc import Callable, Iterable
@@ -44,17 +47,19 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
 )
-from mcp_layers_core.fault_presets import PRESETS, preset
 from mcp_layers_core.jsonl import RecordWriter
 from mcp_layers_core.tracker import Settings, Tracker
-from mitmproxy import exceptions, http, optmanager
+from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
+from mcp_layers_startup import configure_or_refuse, refuse_bad_startup_options
+from mitmproxy import exceptions, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import server_hooks
 
 logger = logging.getLogger(__name__)
 
-#: flow.metadata key of the fault decision taken for a flow.
-FAULT_KEY = "mcp_layers.fault"
+#: flow.metadata key set while a request the fault injector asked about (and so the
+#: recorder already read) waits for the recorder's own `request` hook.
+OBSERVED_KEY = "mcp_layers.observed"
 
 
 class StreamTap:
@@ -67,7 +72,7 @@ class StreamTap:
 
     __slots__ = ("_addon", "_feeding", "_flow", "_guard", "seen")
 
-    def __init__(self, addon: McpLayers, flow_id: str) -> None:
+    def __init__(self, addon: Recorder, flow_id: str) -> None:
         self._addon = addon
         self._flow = flow_id
         self._guard = addon.guard("stream tap")
@@ -85,20 +90,22 @@ class StreamTap:
 
 
 class _Chained:
-    """Our tap first (it only looks), then a stream callable another addon set before us."""
+    """A stream callable another addon set before us (a fault's cutter, say) first, then
+    our tap on what it passes on: the tap sees what the client gets, and only looks."""
 
-    __slots__ = ("_then", "first")
+    __slots__ = ("_before", "tap")
 
-    def __init__(self, first: StreamTap | CutTap, then: Callable[[bytes], Any]) -> None:
-        self.first, self._then = first, then
+    def __init__(self, before: Callable[[bytes], Any], tap: StreamTap) -> None:
+        self._before, self.tap = before, tap
 
     def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
-        seen = self.first(data)
-        if isinstance(seen, list):  # a fault's cutter: pass on only what it forwards
-            if data and not seen:
-                return []
-            seen = b"".join(seen)
-        return self._then(seen)
+        out = self._before(data)
+        if isinstance(out, bytes | bytearray | memoryview):
+            return self.tap(out)
+        pieces = list(out)  # mitmproxy sends each piece; the tap looks at each
+        for piece in pieces:
+            self.tap(piece)
+        return pieces
 
 
 class _Guard:
@@ -108,7 +115,7 @@ class _Guard:
 
     __slots__ = ("_addon", "_where")
 
-    def __init__(self, addon: McpLayers, where: str) -> None:
+    def __init__(self, addon: Recorder, where: str) -> None:
         self._addon, self._where = addon, where
 
     def __enter__(self) -> None:
@@ -121,33 +128,10 @@ class _Guard:
         return False
 
 
-class CutTap:
-    """A fault's stream filter in front of the tap: forwards the upstream's exact bytes up
-    to an event boundary, then nothing more. The tap sees what the client sees."""
+class Recorder:
+    """Pairs each MCP request with its answer and writes one record per exchange. It
+    only observes: it never alters, reorders or delays a byte."""
 
-    __slots__ = ("_cutter", "_tap")
-
-    def __init__(self, cutter: faults.SseCutter, tap: StreamTap) -> None:
-        self._cutter, self._tap = cutter, tap
-
-    @property
-    def cut(self) -> bool:
-        return self._cutter.cut
-
-    def __call__(self, data: bytes) -> list[bytes]:
-        try:
-            out = (self._cutter.feed(data) if data else self._cutter.end()).data
-        except Exception:  # a broken filter must not break the stream: pass it whole
-            logger.warning("mcp-layers: stream cutter failed; passing the stream on", exc_info=True)
-            out = data
-        if out:
-            self._tap(out)
-        # A list, never b"": mitmproxy sends an empty chunk as HTTP/1's end-of-body
-        # marker, which would end the answer (and corrupt a kept-alive connection).
-        return [out] if out else []
-
-
-class McpLayers:
     def __init__(self, outfile: Any = None, refuse_at_startup: bool = False) -> None:
         self.tracker = Tracker()
         self.started = time.time()
@@ -158,9 +142,8 @@ class McpLayers:
         self._max_body = limits.MAX_BODY_BYTES
         self._reported: set[str] = set()
         self.errors = 0
-        self.plan: faults.FaultPlan | None = None
-        # The script's instance stops the proxy on a bad option at start-up; an instance
-        # a test builds raises OptionsError, as mitmproxy's own addons do.
+        # The script's instance stops the proxy on a bad option at start-up (see
+        # mcp_layers_startup); an instance a test builds raises OptionsError.
         self._refuse_at_startup = refuse_at_startup
 
     # -- options --------------------------------------------------------------------
@@ -208,42 +191,25 @@ class McpLayers:
             "blanked, token shapes scrubbed, strings cut), for deeper debugging.",
         )
         loader.add_option(
-            "mcp_faults",
-            str,
-            "",
-            "Inject faults: a preset name (" + ", ".join(PRESETS) + ") or a JSON rules "
-            "file; see docs/faults.md.",
-        )
-        loader.add_option(
-            "mcp_fault",
-            str,
-            "",
-            "Inject one fault, written inline, e.g. 'http_status=503,200 retry_after=2'.",
-        )
-        loader.add_option("mcp_fault_seed", int, 0, "Seed of the fault rules' probability draws.")
-        loader.add_option(
             "mcp_raw_session_ids",
             bool,
             False,
             "Write Mcp-Session-Id values as they are instead of a stable hash "
             "(they can be credentials).",
         )
+        # The recorder loads last: every addon's options exist now, and mitmproxy still
+        # holds the `--set` values it has not applied.
         if self._refuse_at_startup:
             refuse_bad_startup_options(loader.master.options)
 
     def configure(self, updated: set[str]) -> None:
-        try:
-            self._configure(updated)
-        except exceptions.OptionsError as e:
-            if self._refuse_at_startup and not _proxy_running():
-                refuse(str(e))
-            raise
+        configure_or_refuse(lambda: self._configure(updated), self._refuse_at_startup)
 
     def _configure(self, updated: set[str]) -> None:
         from mitmproxy import ctx  # the option store exists only once the addon is loaded
 
         opts = ctx.options
-        for name in sorted(updated & options.SPECS.keys()):
+        for name in sorted(updated & options.RECORDER_OPTIONS):
             try:
                 options.check(name, getattr(opts, name))
             except options.OptionValueError as e:
@@ -259,9 +225,9 @@ class McpLayers:
                 on_error=logger.warning,
                 max_bytes=opts.mcp_record_max_mb * 1024 * 1024 or None,
             )
-        if updated & {"mcp_faults", "mcp_fault", "mcp_fault_seed"}:
-            self.plan = _fault_plan(opts.mcp_faults, opts.mcp_fault, opts.mcp_fault_seed)
-        default_scenario = opts.mcp_faults if opts.mcp_faults in PRESETS else None
+        # A fault preset names the scenario unless one is given (the fault addon's option).
+        fault_preset = getattr(opts, "mcp_faults", "")
+        default_scenario = fault_preset if fault_preset in faults.PRESETS else None
         self.tracker.settings = Settings(
             scenario=opts.mcp_scenario or default_scenario,
             raw_session_ids=opts.mcp_raw_session_ids,
@@ -274,26 +240,38 @@ class McpLayers:
 
     def request(self, flow: http.HTTPFlow) -> None:
         with self.guard("request"):
-            method = flow.request.method
-            if method == "POST":
-                self.feed(self._post(flow))
-            elif method in ("GET", "DELETE"):
-                self.feed(_other_request(flow))
-            if self.plan is not None and self.tracker.is_tracked(flow.id):
-                self._inject(flow, self.plan)
+            if not flow.metadata.pop(OBSERVED_KEY, False):
+                self._observe(flow)
+            injected = flow.metadata.get(INJECTED_KEY)
+            if injected is not None:
+                self.tracker.mark_injected(flow.id, injected)
+
+    def request_facts(self, flow: http.HTTPFlow) -> RequestFacts | None:
+        """What the records will say of this request: (body, session, client, protocol
+        version), or None if it is not recorded. The fault injector asks before it acts,
+        so the request is read here first, as the client sent it."""
+        with self.guard("request"):
+            if not flow.metadata.get(OBSERVED_KEY):
+                flow.metadata[OBSERVED_KEY] = True
+                self._observe(flow)
+            described = self.tracker.describe(flow.id)
+            if described is None:
+                return None
+            req = flow.request
+            body = _content(req, _pick(req.headers, _REQUEST_NAMES), self._max_body)
+            return (body, *described)
+        return None
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         with self.guard("responseheaders"):
             assert flow.response is not None
-            decision = flow.metadata.get(FAULT_KEY)
-            if decision is not None and decision.effect is faults.Effect.DROP:
-                flow.kill()  # after the upstream did its work: the answer never arrives
-                return
+            if flow.error is not None:
+                return  # killed by an addon before us: the answer never arrives
             picked = _pick(flow.response.headers, _RESPONSE_NAMES)
             if self.tracker.is_tracked(flow.id):
                 self.feed(_response_started(flow, picked))
                 if self.tracker.wants_stream(flow.id):
-                    self._set_stream(flow, self._stream_filter(flow, decision))
+                    self._set_stream(flow, StreamTap(self, flow.id))
                     return
             if _is_event_stream(picked) and not flow.response.stream:
                 # Not ours to record (yet), but never hold an event stream back.
@@ -302,8 +280,8 @@ class McpLayers:
     def response(self, flow: http.HTTPFlow) -> None:
         with self.guard("response"):
             if self.tracker.is_tracked(flow.id):
-                if _truncation_missed(flow):
-                    self.tracker.mark_injected(flow.id, None)  # the answer passed untouched
+                # The fault injector takes its mark back if it did not touch the answer.
+                self.tracker.mark_injected(flow.id, flow.metadata.get(INJECTED_KEY))
                 self.feed(self._response_end(flow))
 
     def error(self, flow: http.HTTPFlow) -> None:
@@ -365,6 +343,14 @@ class McpLayers:
             self._reported.add(key)
             logger.warning(f"mcp-layers: {where} failed ({e!r}); traffic is unaffected", exc_info=e)
 
+    def _observe(self, flow: http.HTTPFlow) -> None:
+        """Feed the request to the core (once per flow: see OBSERVED_KEY)."""
+        method = flow.request.method
+        if method == "POST":
+            self.feed(self._post(flow))
+        elif method in ("GET", "DELETE"):
+            self.feed(_other_request(flow))
+
     def _post(self, flow: http.HTTPFlow) -> PostReceived:
         req = flow.request
         raw = req.raw_content
@@ -404,82 +390,16 @@ class McpLayers:
             body = _content(resp, _pick(resp.headers, _RESPONSE_NAMES), self._max_body)
         return ResponseBody(flow.id, ts, body, len(raw))
 
-    # -- fault injection (only with --set mcp_faults / mcp_fault) -------------------------
-
-    def _inject(self, flow: http.HTTPFlow, plan: faults.FaultPlan) -> None:
-        """Apply the first rule that acts on this request, as docs/faults.md describes."""
-        described = self.tracker.describe(flow.id)
-        assert described is not None
-        session, client, version = described
-        req = flow.request
-        view = faults.request_view(
-            _content(req, _pick(req.headers, _REQUEST_NAMES), self._max_body)
-            if req.method == "POST"
-            else None,
-            session=session,
-            client=client,
-            protocol_version=version,
-            http_method=req.method,
-        )
-        decision = plan.decide(view)
-        if decision is None:
-            return
-        flow.metadata[FAULT_KEY] = decision
-        if decision.effect is faults.Effect.REPLY:
-            assert decision.reply is not None
-            reply = decision.reply
-            headers = [(k.encode(), v.encode()) for k, v in reply.headers]
-            flow.response = http.Response.make(reply.status, reply.body, headers)
-        elif decision.effect is faults.Effect.DROP and not decision.drop_after_upstream:
-            flow.kill()
-        else:
-            if decision.strip_continuation:
-                req.content = faults.strip_continuation(req.get_content(strict=False) or b"")
-            if decision.cutter(view.rpc_id) is not None:
-                req.headers["accept-encoding"] = "identity"  # the cutter reads plain bytes
-            if decision.delay_headers_ms:
-                # Hold this flow only (mitmproxy waits for `resume`), not the event loop.
-                flow.intercept()
-                asyncio.get_running_loop().call_later(decision.delay_headers_ms / 1000, flow.resume)
-        # Marked only once the fault is in place: a failure above leaves an organic record.
-        self.tracker.mark_injected(flow.id, decision.injected)
-
-    def _stream_filter(self, flow: http.HTTPFlow, decision: Any) -> StreamTap | CutTap:
-        tap = StreamTap(self, flow.id)
-        if decision is None:
-            return tap
-        req = flow.request
-        rpc = faults.request_view(_content(req, _pick(req.headers, _REQUEST_NAMES), self._max_body))
-        rpc = rpc.rpc_id
-        cutter = decision.cutter(rpc, self.tracker.settings.max_event_bytes)
-        return tap if cutter is None else CutTap(cutter, tap)
-
     @staticmethod
-    def _set_stream(flow: http.HTTPFlow, tap: StreamTap | CutTap) -> None:
+    def _set_stream(flow: http.HTTPFlow, tap: StreamTap) -> None:
         assert flow.response is not None
         previous = flow.response.stream
-        flow.response.stream = _Chained(tap, previous) if callable(previous) else tap
-
-
-def _truncation_missed(flow: http.HTTPFlow) -> bool:
-    """A truncation rule whose cut never came (the stream ended first, or the answer was
-    plain JSON): the exchange was not altered, so its record must not say it was."""
-    decision = flow.metadata.get(FAULT_KEY)
-    if decision is None or not (
-        decision.truncate_before_final or decision.truncate_after_events is not None
-    ):
-        return False
-    stream = flow.response.stream if flow.response is not None else None
-    if isinstance(stream, _Chained):
-        stream = stream.first
-    return not (isinstance(stream, CutTap) and stream.cut)
+        flow.response.stream = _Chained(previous, tap) if callable(previous) else tap
 
 
 def _tap_of(stream: object) -> StreamTap | None:
     if isinstance(stream, _Chained):
-        stream = stream.first
-    if isinstance(stream, CutTap):
-        return stream._tap
+        stream = stream.tap
     return stream if isinstance(stream, StreamTap) else None
 
 
@@ -569,36 +489,6 @@ def _is_event_stream(picked: dict[str, str]) -> bool:
     return ctype.split(";", 1)[0].strip().lower() == "text/event-stream"
 
 
-def _fault_plan(source: str, inline: str, seed: int) -> faults.FaultPlan | None:
-    """The rules of `--set mcp_faults` (a preset or a file) and `--set mcp_fault`."""
-    rules: list[faults.FaultRule] = []
-    try:
-        if source in PRESETS:
-            rules += preset(source)
-        elif source:
-            path = Path(source).expanduser()
-            if not path.is_file():
-                raise exceptions.OptionsError(
-                    f"mcp_faults: {source!r} is neither a preset nor a file; presets are "
-                    f"{', '.join(PRESETS)}; or write a rules file (docs/faults.md)"
-                )
-            rules += faults.parse_rules(path.read_text(encoding="utf-8"), str(path))
-        if inline:
-            rules.append(faults.parse_inline(inline))
-    except faults.FaultRuleError as e:
-        raise exceptions.OptionsError(str(e)) from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise exceptions.OptionsError(f"mcp_faults: cannot read {source!r}: {e}") from e
-    for rule in rules:
-        if isinstance(rule.action, faults.Delay) and rule.action.where == "events":
-            raise exceptions.OptionsError(
-                f"fault rule {rule.name!r}: a delay between events is not possible here: "
-                "mitmproxy calls stream filters synchronously, so waiting would stall every "
-                "flow; write where=headers (the default) instead"
-            )
-    return faults.FaultPlan(rules, seed) if rules else None
-
-
 def _writable_dir(value: str) -> Path:
     path = Path(value).expanduser()
     try:
@@ -616,36 +506,7 @@ def _writable_dir(value: str) -> Path:
     return path
 
 
-# -- start-up refusal: a bad `mcp_*` option stops the proxy before it serves traffic ----
-
-
-def refuse_bad_startup_options(opts: optmanager.OptManager) -> None:
-    """Check the `mcp_*` values mitmproxy still holds for us, as the user typed them.
-
-    mitmproxy parses a script's `--set` values only after the script's `load`, in a place
-    where a failure is lost: the proxy would run on and record nothing. So every `mcp_*`
-    entry (a value, or a name we do not have) is checked here first."""
-    problem = options.startup_problem(
-        {name: getattr(value, "val", value) for name, value in opts.deferred.items()}
-    )
-    if problem is not None:
-        refuse(problem)
-
-
-def refuse(message: str) -> None:
-    """One line, no traceback, and a non-zero exit: recording nothing is worse than not
-    starting."""
-    program = os.path.basename(sys.argv[0]) or "mitmdump"
-    print(f"{program}: mcp-layers: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
-
-
-def _proxy_running() -> bool:
-    """Has mitmproxy started? (Then a bad value is only refused and rolled back.)"""
-    from mitmproxy import ctx
-
-    loader = ctx.master.addons.get("scriptloader")
-    return bool(getattr(loader, "is_running", False))
-
-
-addons = [McpLayers(refuse_at_startup=True)]
+recorder = Recorder(refuse_at_startup=True)
+# The fault injector first: its stream cutter is then in place before the recorder's tap
+# chains after it (the tap sees what the client gets), and a flow it kills is seen killed.
+addons = [FaultInjector(recorder.request_facts, refuse_at_startup=True), recorder]

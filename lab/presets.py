@@ -1,6 +1,6 @@
 """The lab's faults: each one a scenario name and the addon settings that make it happen.
 
-Where the addon has a preset for the failure (addon/mcp_layers_core/fault_presets.py,
+Where the addon has a preset for the failure (addon/mcp_layers_core/faults/parse.py,
 docs/faults.md) the lab uses it by name, so the lab and the documented presets cannot
 drift apart. The per-method 503s have no preset (the `errors.unavailable` preset fails
 all three methods at once, for ever: a server that is down); they are inline rules that

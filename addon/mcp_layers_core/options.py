@@ -43,6 +43,10 @@ SPECS: dict[str, Spec] = {
     "mcp_fault_seed": Spec("int", "42"),
 }
 
+#: The options each addon declares.
+FAULT_OPTIONS: frozenset[str] = frozenset({"mcp_faults", "mcp_fault", "mcp_fault_seed"})
+RECORDER_OPTIONS: frozenset[str] = frozenset(SPECS) - FAULT_OPTIONS
+
 _INT = re.compile(r"-?[0-9]+")
 
 

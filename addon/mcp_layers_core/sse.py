@@ -17,6 +17,14 @@ across events. Unlike a browser it also dispatches blocks that carry no data but
 "priming" events to make a stream resumable. The result is the same however the stream
 is cut into chunks (split invariance), and memory stays under `max_event_bytes`.
 
+Block ends. `SseParser(track_ends=True)` also notes where each block ended: after each
+`feed()`/`end()`, `take_ends()` returns one `SseBlockEnd` per blank line passed, with the
+stream offset just past that line's line end and what was dispatched there (an event,
+an over-cap anomaly, or None for a comment-only or empty block). A stream cutter slices
+the exact upstream bytes at these offsets instead of splitting lines a second time. The
+ends, too, do not depend on chunking: a blank line whose CR ends the bytes fed so far is
+reported only once the next byte (a possible LF of a CRLF) or `end()` has come.
+
 Why bytes first: the stream is split into lines on the raw bytes, and only complete
 lines (in fact only the values the caller sees) are decoded, as UTF-8 with replacement.
 CR and LF never occur inside a multi-byte UTF-8 sequence, so a character cut in two by
@@ -34,7 +42,7 @@ from typing import Final
 
 from .limits import MAX_EVENT_BYTES
 
-__all__ = ["SseAnomaly", "SseEvent", "SseParser"]
+__all__ = ["SseAnomaly", "SseBlockEnd", "SseEvent", "SseParser"]
 
 _BOM: Final = b"\xef\xbb\xbf"
 _LINE_END: Final = re.compile(rb"(\r\n|\r|\n)")
@@ -66,6 +74,14 @@ class SseAnomaly:
     skipped_bytes: int  # bytes of the event that were dropped
 
 
+@dataclass(frozen=True, slots=True)
+class SseBlockEnd:
+    """Where an event block ended (reported with `track_ends=True`)."""
+
+    offset: int  # stream offset just past the blank line's line end (a BOM counts)
+    item: SseEvent | SseAnomaly | None  # dispatched there; None: nothing (comments only)
+
+
 class SseParser:
     """Incremental SSE parser for one stream. Not thread-safe; one instance per stream.
 
@@ -88,22 +104,25 @@ class SseParser:
 
     __slots__ = (
         "_block_raw",
+        "_block_start",
         "_bom",
         "_cap",
         "_closed",
         "_data",
         "_discarding",
         "_dispatch",
+        "_ends",
         "_event",
         "_field_seen",
         "_id",
         "_partial",
+        "_pending_end",
         "_plen",
         "_retry",
         "_skip_lf",
     )
 
-    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES, *, track_ends: bool = False) -> None:
         if max_event_bytes < 1:
             raise ValueError(f"max_event_bytes must be positive, not {max_event_bytes!r}")
         self._cap = max_event_bytes
@@ -127,6 +146,12 @@ class SseParser:
         self._event = b""
         self._retry: int | None = None
         self._id: str | None = None  # the last event id: persists across events
+        # Block ends (only with track_ends; None keeps the per-block cost to one test).
+        self._ends: list[SseBlockEnd] | None = [] if track_ends else None
+        self._block_start = 0  # stream offset of the current block's first byte
+        # A block end that waits for the next byte: its blank line ended in a CR that
+        # closed the bytes fed so far, and an LF may still follow (a CRLF).
+        self._pending_end: SseBlockEnd | None = None
 
     @property
     def buffered_bytes(self) -> int:
@@ -160,9 +185,13 @@ class SseParser:
                 # the blank line that just closed one (which leaves _block_raw at 0).
                 if self._block_raw:
                     self._block_raw += 1
+                else:
+                    self._block_start += 1
                 chunk = chunk[1:]
-                if not chunk:
-                    return []
+            if self._pending_end is not None:
+                self._flush_pending_end()
+            if not chunk:
+                return []
 
         out: list[SseEvent | SseAnomaly] = []
         # One C-level scan picks the path: streams with CR line ends are rare, so the
@@ -210,6 +239,10 @@ class SseParser:
                 else:
                     self._line(line, raw, out)
 
+        if self._skip_lf and not self._block_raw and self._ends:
+            # The chunk ended with the CR of a blank line: its end waits for the next byte.
+            self._pending_end = self._ends.pop()
+
         if rest:
             if self._discarding:
                 self._plen += len(rest)
@@ -222,11 +255,21 @@ class SseParser:
                 self._plen = size
         return out
 
+    def take_ends(self) -> list[SseBlockEnd]:
+        """The block ends passed since the last call, in stream order (`track_ends`)."""
+        ends = self._ends
+        if not ends:
+            return []
+        self._ends = []
+        return ends
+
     def end(self) -> list[SseEvent | SseAnomaly]:
         """Declare the end of the stream; report an event left incomplete. Idempotent."""
         if self._closed:
             return []
         self._closed = True
+        if self._pending_end is not None:
+            self._flush_pending_end()
         pending = self._block_raw + self._plen + (len(self._bom) if self._bom else 0)
         out: list[SseEvent | SseAnomaly] = []
         if self._discarding:
@@ -250,26 +293,31 @@ class SseParser:
             self._bom = buf  # still could be a BOM: wait for more
             return b""
         self._bom = None
-        return buf[3:] if buf.startswith(_BOM) else buf
+        if buf.startswith(_BOM):
+            self._block_start = len(_BOM)
+            return buf[3:]
+        return buf
 
     def _line(self, line: bytes, raw: int, out: list[SseEvent | SseAnomaly]) -> None:
         """Interpret one complete line (the cap is already checked)."""
         if not line:  # blank line: dispatch
+            item = None
             if self._dispatch:
                 data = self._data
                 event = self._event
                 # Positional (event, data, id, retry, has_data): a third cheaper than
                 # keywords for a frozen dataclass, and this runs once per event.
-                out.append(
-                    SseEvent(
-                        event.decode("utf-8", "replace") if event else "message",
-                        # data[:-1]: drop the LF that follows the last data value.
-                        data[:-1].decode("utf-8", "replace") if data else "",
-                        self._id,
-                        self._retry,
-                        bool(data),
-                    )
+                item = SseEvent(
+                    event.decode("utf-8", "replace") if event else "message",
+                    # data[:-1]: drop the LF that follows the last data value.
+                    data[:-1].decode("utf-8", "replace") if data else "",
+                    self._id,
+                    self._retry,
+                    bool(data),
                 )
+                out.append(item)
+            if self._ends is not None:
+                self._end_block(raw, item)
             self._reset_block()
             return
         self._block_raw += raw
@@ -308,9 +356,29 @@ class SseParser:
         if size:
             self._block_raw += raw
             return
-        out.append(SseAnomaly(EVENT_OVER_CAP, self._block_raw))
+        item = SseAnomaly(EVENT_OVER_CAP, self._block_raw)
+        out.append(item)
+        if self._ends is not None:
+            self._end_block(raw, item)
         self._discarding = False
         self._reset_block()
+
+    def _end_block(self, raw: int, item: SseEvent | SseAnomaly | None) -> None:
+        """Note where the current block ends: past its lines and the blank line's `raw`."""
+        assert self._ends is not None
+        end = self._block_start + self._block_raw + raw
+        self._ends.append(SseBlockEnd(end, item))
+        self._block_start = end
+
+    def _flush_pending_end(self) -> None:
+        """The byte after a blank line's CR came (or the stream ended): report its end,
+        one further when that byte was the LF of a CRLF (then already skipped)."""
+        pending = self._pending_end
+        assert pending is not None and self._ends is not None
+        self._pending_end = None
+        if self._block_start != pending.offset:
+            pending = SseBlockEnd(self._block_start, pending.item)
+        self._ends.append(pending)
 
     def _drop_event(self) -> None:
         """The pending event crossed the cap: free it and skip to its blank line."""

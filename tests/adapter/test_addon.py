@@ -42,7 +42,7 @@ def records(out: io.BytesIO) -> list[dict[str, Any]]:
 @pytest.fixture
 def addon() -> Any:
     out = io.BytesIO()
-    a = mcp_layers.McpLayers(outfile=out)
+    a = mcp_layers.Recorder(outfile=out)
     with taddons.context(a) as tctx:
         tctx.configure(a, mcp_scenario="adapter")
         a.out = out
@@ -182,7 +182,7 @@ def test_existing_stream_callable_is_chained_not_replaced(addon: Any) -> None:
 def test_bad_options_are_refused_with_what_to_write(
     option: str, value: object, message: str
 ) -> None:
-    a = mcp_layers.McpLayers()
+    a = mcp_layers.Recorder()
     with (
         taddons.context(a) as tctx,
         pytest.raises(exceptions.OptionsError, match=re.escape(message)),
@@ -193,7 +193,7 @@ def test_bad_options_are_refused_with_what_to_write(
 def test_unwritable_record_dir_is_refused(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    a = mcp_layers.McpLayers()
+    a = mcp_layers.Recorder()
     with (
         taddons.context(a) as tctx,
         pytest.raises(exceptions.OptionsError, match=r"cannot create .*writable directory"),
@@ -202,7 +202,7 @@ def test_unwritable_record_dir_is_refused(tmp_path: Path) -> None:
 
 
 def test_record_dir_option_writes_a_private_file(tmp_path: Path) -> None:
-    a = mcp_layers.McpLayers()
+    a = mcp_layers.Recorder()
     with taddons.context(a) as tctx:
         tctx.configure(a, mcp_record_dir=str(tmp_path / "rec"))
         f = post_flow()
@@ -216,8 +216,10 @@ def test_record_dir_option_writes_a_private_file(tmp_path: Path) -> None:
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
-def test_script_module_exposes_one_addon() -> None:
-    assert len(mcp_layers.addons) == 1 and isinstance(mcp_layers.addons[0], mcp_layers.McpLayers)
+def test_script_module_exposes_the_fault_injector_then_the_recorder() -> None:
+    injector, recorder = mcp_layers.addons
+    assert isinstance(injector, mcp_layers.FaultInjector)
+    assert isinstance(recorder, mcp_layers.Recorder)
 
 
 def test_gzip_body_is_inflated_only_up_to_the_cap() -> None:
@@ -264,8 +266,7 @@ def test_tap_stops_feeding_a_stream_that_is_not_mcp(addon: Any) -> None:
 
 
 def test_every_declared_option_is_known_to_the_start_up_check() -> None:
-    a = mcp_layers.McpLayers()
-    with taddons.context(a) as tctx:
+    with taddons.context(*mcp_layers.addons) as tctx:
         declared = {name for name in tctx.options._options if name.startswith("mcp_")}
     assert declared == set(mcp_layers.options.SPECS)
 
@@ -274,7 +275,7 @@ def test_a_bad_value_held_for_the_script_stops_the_proxy_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # What mitmdump does with `--set mcp_record_bodies=maybe` before loading the script.
-    a = mcp_layers.McpLayers(outfile=io.BytesIO(), refuse_at_startup=True)
+    a = mcp_layers.Recorder(outfile=io.BytesIO(), refuse_at_startup=True)
     with taddons.context() as tctx:
         tctx.options.set("mcp_record_bodies=maybe", defer=True)
         with pytest.raises(SystemExit) as stopped:
@@ -287,7 +288,7 @@ def test_a_bad_value_held_for_the_script_stops_the_proxy_in_one_line(
 def test_an_unknown_mcp_name_stops_the_proxy_with_the_nearest_name(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a = mcp_layers.McpLayers(outfile=io.BytesIO(), refuse_at_startup=True)
+    a = mcp_layers.Recorder(outfile=io.BytesIO(), refuse_at_startup=True)
     with taddons.context() as tctx:
         tctx.options.set("mcp_fautls=errors.rate_limited", defer=True)
         with pytest.raises(SystemExit):
@@ -298,7 +299,34 @@ def test_an_unknown_mcp_name_stops_the_proxy_with_the_nearest_name(
 def test_a_value_refused_by_configure_at_start_up_stops_the_proxy(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    a = mcp_layers.McpLayers(outfile=io.BytesIO(), refuse_at_startup=True)
-    with taddons.context(a) as tctx, pytest.raises(SystemExit):
+    recorder = mcp_layers.Recorder(outfile=io.BytesIO())
+    a = mcp_layers.FaultInjector(recorder.request_facts, refuse_at_startup=True)
+    with taddons.context(a, recorder) as tctx, pytest.raises(SystemExit):
         tctx.configure(a, mcp_faults="no-such-preset")
     assert "'no-such-preset' is neither a preset nor a file" in capsys.readouterr().err
+
+
+def test_fault_cut_reaches_the_recorder_through_the_stream_and_flow_metadata() -> None:
+    """Fault injector first, recorder second: the tap sees the cut stream, the record the mark."""
+    out = io.BytesIO()
+    recorder = mcp_layers.Recorder(outfile=out)
+    injector = mcp_layers.FaultInjector(recorder.request_facts)
+    with taddons.context(injector, recorder) as tctx:
+        tctx.configure(injector, mcp_fault="sse_truncate=before_final name=cut")
+        f = post_flow()
+        for a in (injector, recorder):
+            a.request(f)
+        assert f.metadata[mcp_layers.INJECTED_KEY] == {"rule": "cut", "action": "sse_truncate"}
+        assert f.request.headers["accept-encoding"] == "identity"
+        respond(f, 200, "text/event-stream", None)
+        for a in (injector, recorder):
+            a.responseheaders(f)
+        progress = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n'
+        final = b"data: " + OK + b"\n\n"
+        sent = [f.response.stream(c) for c in (progress, final, b"")]
+        assert b"".join(b"".join(s) for s in sent) == progress  # the final event never goes
+        for a in (injector, recorder):
+            a.response(f)
+    (rec,) = records(out)
+    assert rec["injected"] == {"rule": "cut", "action": "sse_truncate"}
+    assert rec["sse"]["events"] == 1 and rec["sse"]["final"] is False

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp_layers_core.fault_presets import preset
-from mcp_layers_core.faults import parse_inline
+from mcp_layers_core.faults import parse_inline, preset
 from mcp_layers_lab import clients, matrix, presets
 from mcp_layers_lab.run import Plan, RunResult, outbound, scenario_name
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_layers_core.classify import Outcome, classify_answer, classify_body
-from mcp_layers_core.fault_presets import PRESETS, preset, preset_names
 from mcp_layers_core.faults import (
     ACTIONS,
+    PRESETS,
     REQUEST_STATE_PREFIX,
     Decision,
     Delay,
@@ -39,6 +39,8 @@ from mcp_layers_core.faults import (
     Which,
     parse_inline,
     parse_rules,
+    preset,
+    preset_names,
     request_view,
     strip_continuation,
 )
@@ -1036,7 +1038,7 @@ def test_real_streams_are_cut_before_their_final_response(path: Path) -> None:
 
 def test_a_single_status_fails_every_selected_call() -> None:
     """`errors.unavailable` is a server that is down: not only its first call fails."""
-    from mcp_layers_core.fault_presets import preset
+    from mcp_layers_core.faults import preset
 
     plan = FaultPlan(preset("errors.unavailable"))
     view = request_view(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}', session="s")

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_layers_core import limits
-from mcp_layers_core.sse import SseAnomaly, SseEvent, SseParser
+from mcp_layers_core.sse import SseAnomaly, SseBlockEnd, SseEvent, SseParser
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sse"
 BOM = b"\xef\xbb\xbf"
@@ -606,3 +606,84 @@ def test_captures_concatenated_keep_the_last_event_id() -> None:
     events = parse([a + b])
     assert len(events) == 2 + 7
     assert all(isinstance(e, SseEvent) and e.id == "event-4" for e in events[2:])
+
+
+# -- block ends (track_ends) ---------------------------------------------------------------
+
+
+def block_ends(chunks: list[bytes], cap: int = limits.MAX_EVENT_BYTES) -> list[SseBlockEnd]:
+    """Feed the chunks, then end the stream; every block end reported, in order."""
+    p = SseParser(cap, track_ends=True)
+    ends: list[SseBlockEnd] = []
+    for c in chunks:
+        p.feed(c)
+        ends += p.take_ends()
+    p.end()
+    ends += p.take_ends()
+    return ends
+
+
+def reference_ends(stream: bytes) -> list[int]:
+    """Offsets just past each blank line, found the obvious way (whole input, a regex)."""
+    skip = 3 if stream.startswith(BOM) else 0
+    return [skip + m.end() for m in _REF_LINE.finditer(stream[skip:]) if m.group(1) == b""]
+
+
+def test_block_ends_point_past_each_blank_line_with_what_it_dispatched() -> None:
+    data = BOM + b"data: a\r\n\r\n: ping\n\nid: 7\r\rdata: " + b"x" * 40 + b"\n\n\ndata: tail"
+    ends = block_ends([data], cap=16)
+    assert [e.offset for e in ends] == [14, 22, 29, 77, 78] == reference_ends(data)
+    assert [e.item for e in ends] == [ev("a"), None, ev("", id="7", has_data=False), over(47), None]
+    assert data[:14] == BOM + b"data: a\r\n\r\n"
+
+
+def test_block_ends_wait_for_the_byte_after_a_closing_cr() -> None:
+    p = SseParser(track_ends=True)
+    assert p.feed(b"data: a\r\r") == [ev("a")]  # the event is dispatched at once ...
+    assert p.take_ends() == []  # ... but its end may still grow by the LF of a CRLF
+    p.feed(b"\n")
+    assert p.take_ends() == [SseBlockEnd(10, ev("a"))]
+    p.feed(b"data: b\r\r")
+    p.feed(b"data: c\n\n")  # not an LF: the end stays right after the CR
+    assert [e.offset for e in p.take_ends()] == [19, 28]
+    p.feed(b"data: d\n\r")
+    assert p.take_ends() == []
+    p.end()  # the stream ended: that CR was the whole line end
+    assert p.take_ends() == [SseBlockEnd(37, ev("d"))]
+
+
+def test_block_ends_are_off_by_default_and_cost_nothing_to_ask() -> None:
+    p = SseParser()
+    assert p.feed(b"data: a\n\n") == [ev("a")]
+    assert p.take_ends() == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"data: a\n\n: c\n\ndata: b\n\n",
+        b"data: a\r\n\r\n: c\r\n\r\ndata: b\r\n\r\n",
+        b"data: a\r\r: c\r\rdata: b\r\r",
+        BOM + b"\ndata: a\r\n\r\r\n\ndata: b\n\r\n",
+    ],
+)
+def test_block_ends_split_invariance_at_every_point(data: bytes) -> None:
+    whole = block_ends([data])
+    assert [e.offset for e in whole] == reference_ends(data)
+    assert block_ends([data[i : i + 1] for i in range(len(data))]) == whole
+    for i in range(len(data) + 1):
+        assert block_ends([data[:i], data[i:]]) == whole, f"split at {i}"
+
+
+@settings(derandomize=True, max_examples=600, deadline=None)
+@given(stream_and_cuts(), st.sampled_from([limits.MAX_EVENT_BYTES, 8, 24, 64]))
+def test_block_ends_random_splits_match_whole_and_reference(
+    sc: tuple[bytes, list[int]], cap: int
+) -> None:
+    data, cuts = sc
+    whole = block_ends([data], cap)
+    assert block_ends(split_at(data, cuts), cap) == whole
+    assert [e.offset for e in whole] == reference_ends(data)
+    # The items are the ones `feed` returned, each at the blank line that dispatched it.
+    fed = SseParser(cap).feed(data)
+    assert [e.item for e in whole if e.item is not None] == fed

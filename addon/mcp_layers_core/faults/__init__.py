@@ -2,12 +2,12 @@
 
 Theory of operation. A rules file (JSON) or a one-line rule is parsed into frozen
 `FaultRule`s; bad input raises `FaultRuleError`, whose message names the source, the
-line and the reason and says what to write instead (the adapter refuses to start with
-it). `FaultPlan(rules, seed)` holds the only mutable state: per-scope call counters, the
-sessions a `session_expired` rule ended, and one seeded `random.Random` per rule. For
-each request the adapter builds a `RequestView` (see `request_view`) and asks
-`plan.decide(view)`; `None` means "leave this exchange alone", otherwise the `Decision`
-says exactly what to do:
+line and the reason and says what to write instead (the fault addon refuses to start
+with it). `FaultPlan(rules, seed)` holds the only mutable state: per-scope call
+counters, the sessions a `session_expired` rule ended, and one seeded `random.Random`
+per rule. For each request the fault addon builds a `RequestView` (see `request_view`)
+and asks `plan.decide(view)`; `None` means "leave this exchange alone", otherwise the
+`Decision` says exactly what to do:
 
 - `Effect.REPLY`: answer with `decision.reply` (status, headers, body bytes, built here
   from the request: its JSON-RPC id with its JSON type, the right content type) and do
@@ -22,36 +22,39 @@ Nothing here does I/O, keeps a clock or raises on what a peer sends: `request_vi
 `strip_continuation`, `decide` and `SseCutter` accept any bytes. The format and every
 decision are documented in docs/faults.md.
 
-This module is the facade: it re-exports the public names of the modules that do the
-work, so callers keep writing `faults.FaultPlan`, `faults.parse_rules` and so on.
+Four modules, each importing only the others' public names; this package re-exports
+them all, so callers write `faults.FaultPlan`, `faults.parse_rules` and so on:
 
-- `fault_rules`: the rule model (`FaultRule`, `Match`, `Which`, `Scope`, the actions)
-  and `FaultRuleError`;
-- `fault_validate`: one JSON-shaped rule checked into a `FaultRule`, errors explained;
-- `fault_parse`: rules files (`parse_rules`) and the inline form (`parse_inline`);
-- `fault_request`: `RequestView`, `request_view`, `strip_continuation`;
-- `fault_replies`: `Reply` and the bodies a fault answers with;
-- `fault_encoding`: the compact JSON and content types those bodies use;
-- `fault_plan`: `FaultPlan`, `Decision`, `Effect`: which rule acts and how;
-- `sse_cutter`: `SseCutter` and `Cut`, which cut an event stream on event boundaries.
+- `rules`: the rule model (`FaultRule`, `Match`, `Which`, `Scope`, the actions),
+  `FaultRuleError`, and the compact JSON fault bodies are written in;
+- `parse`: rules validated and read from a rules file (`parse_rules`) or the inline
+  form (`parse_inline`), and the named presets (`PRESETS`, `preset`);
+- `plan`: `RequestView`, `request_view`, `strip_continuation`, `Reply`, and `FaultPlan`,
+  `Decision`, `Effect`: which rule acts and how;
+- `cutter`: `SseCutter` and `Cut`, which cut an event stream at the event ends the SSE
+  parser reports.
 """
 
 from __future__ import annotations
 
-from .fault_parse import INLINE_SOURCE as INLINE_SOURCE
-from .fault_parse import parse_inline, parse_rules
-from .fault_plan import (
+from .cutter import NO_ID as NO_ID
+from .cutter import Cut, SseCutter
+from .parse import INLINE_SOURCE as INLINE_SOURCE
+from .parse import PRESETS, parse_inline, parse_rules, preset, preset_names
+from .plan import (
     MAX_EXPIRED_SESSIONS,
     MAX_FAULT_COUNTERS,
     REQUEST_STATE_PREFIX,
     Decision,
     Effect,
     FaultPlan,
+    Reply,
+    RequestView,
+    request_view,
+    strip_continuation,
 )
-from .fault_replies import Reply
-from .fault_request import RequestView, request_view, strip_continuation
-from .fault_rules import ABSENT as ABSENT
-from .fault_rules import (
+from .rules import ABSENT as ABSENT
+from .rules import (
     ACTIONS,
     Delay,
     Drop,
@@ -69,14 +72,13 @@ from .fault_rules import (
     ToolError,
     Which,
 )
-from .fault_rules import Action as Action
-from .sse_cutter import NO_ID as NO_ID
-from .sse_cutter import Cut, SseCutter
+from .rules import Action as Action
 
 __all__ = [
     "ACTIONS",
     "MAX_EXPIRED_SESSIONS",
     "MAX_FAULT_COUNTERS",
+    "PRESETS",
     "REQUEST_STATE_PREFIX",
     "Cut",
     "Decision",
@@ -102,6 +104,8 @@ __all__ = [
     "Which",
     "parse_inline",
     "parse_rules",
+    "preset",
+    "preset_names",
     "request_view",
     "strip_continuation",
 ]

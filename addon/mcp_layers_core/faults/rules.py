@@ -1,15 +1,27 @@
 """The fault rule model: frozen `FaultRule`s, what they match, which calls they pick, and
-their actions; plus `FaultRuleError`, raised for a rule written wrong.
+their actions; `FaultRuleError`, raised for a rule written wrong; and the compact JSON
+and content types the bodies of faults are written with.
 
-A rule is data only: `fault_parse` builds rules from what a user writes, `fault_plan`
-applies them. docs/faults.md describes every action and parameter.
+A rule is data only: `parse` builds rules from what a user writes, `plan` applies them.
+docs/faults.md describes every action and parameter.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Final
+
+JSON_TYPE: Final = "application/json"
+SSE_TYPE: Final = "text/event-stream"
+TEXT_TYPE: Final = "text/plain; charset=utf-8"
+
+
+def compact_json(value: object) -> bytes:
+    """Compact and on one line (JSON escapes newlines in strings): also a valid SSE data line."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
 
 ACTIONS: Final = (
     "http_status",

@@ -1,9 +1,13 @@
 """The fault plan: which rule acts on a request and what the adapter must do about it.
 
+`request_view(body, ...)` builds what a rule can see of a request (`RequestView`);
 `FaultPlan(rules, seed)` holds the only mutable state (per-scope call counters, the
 sessions a `session_expired` rule ended, one seeded `random.Random` per rule);
 `plan.decide(view)` returns a `Decision` (its `Effect`, the `Reply` to send, the delays,
-the `SseCutter` to apply) or None to leave the exchange alone.
+the `SseCutter` to apply) or None to leave the exchange alone. Replies carry the
+request's JSON-RPC id with its JSON type. `strip_continuation` gives the request as the
+upstream gets it when the proxy answered a continuation itself. Nothing here raises on
+what a client sends.
 """
 
 from __future__ import annotations
@@ -11,22 +15,29 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
-from typing import Final
+from typing import Any, Final
 
-from .fault_encoding import _JSON, _dumps
-from .fault_replies import (
-    Reply,
-    _answer,
-    _empty,
-    _envelope,
-    _input_required,
+from mcp_layers_core.jsonrpc import (
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    client_of,
+    is_request,
+    messages_of,
+    meta_of,
+    tool_of,
+    try_loads,
 )
-from .fault_request import RequestView
-from .fault_rules import (
+from mcp_layers_core.limits import MAX_EVENT_BYTES
+
+from .cutter import SseCutter
+from .rules import (
+    JSON_TYPE,
+    SSE_TYPE,
+    Action,
     Delay,
     Drop,
     FaultRule,
@@ -39,9 +50,197 @@ from .fault_rules import (
     SessionExpired,
     SseTruncate,
     ToolError,
+    compact_json,
 )
-from .limits import MAX_EVENT_BYTES
-from .sse_cutter import SseCutter
+
+# -- what a rule sees of a request ------------------------------------------------------
+
+_CONTINUATION_KEYS: Final = ("inputResponses", "requestState")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """What a rule can look at. `method` is None for GET/DELETE and for POSTs that carry
+    no single JSON-RPC request or notification (batches, answers): only an expired
+    session can affect those. `rpc_id` is None for notifications. `session` and `client`
+    are what records show (`session`, `client`), so rules can be written from a
+    recording."""
+
+    method: str | None
+    rpc_id: object = None
+    tool: str | None = None
+    session: str | None = None
+    client: str | None = None
+    protocol_version: str | None = None
+    params: Mapping[str, Any] | None = None
+    http_method: str = "POST"
+
+    @property
+    def is_continuation(self) -> bool:
+        """A 2026-07-28 multi round-trip follow-up (carries answers or the state)."""
+        return self.params is not None and any(k in self.params for k in _CONTINUATION_KEYS)
+
+
+def request_view(
+    body: bytes | None,
+    *,
+    session: str | None = None,
+    client: str | None = None,
+    protocol_version: str | None = None,
+    http_method: str = "POST",
+) -> RequestView:
+    """Build the view of one request from its body. Never raises.
+
+    `client` and `protocol_version` are what the proxy already knows (the session's, the
+    header's); the body's own `_meta` (2026-07-28) or `initialize` clientInfo wins.
+    """
+    none = RequestView(
+        None,
+        session=session,
+        client=client,
+        protocol_version=protocol_version,
+        http_method=http_method,
+    )
+    if http_method != "POST" or not body:
+        return none
+    messages = messages_of(try_loads(body))
+    if not messages or len(messages) != 1 or not isinstance(messages[0].get("method"), str):
+        return none  # not JSON-RPC, a batch, or an answer: nothing for a rule to match
+    msg = messages[0]
+    params = msg.get("params")
+    params = params if isinstance(params, dict) else None
+    meta = meta_of(msg)
+    found = client_of(meta.get(META_CLIENT_INFO))
+    if found is None and msg["method"] == "initialize" and params is not None:
+        found = client_of(params.get("clientInfo"))
+    version = meta.get(META_PROTOCOL_VERSION)
+    rpc_id = msg.get("id") if is_request(msg) else None
+    return RequestView(
+        method=msg["method"],
+        rpc_id=None if isinstance(rpc_id, bool) else rpc_id,
+        tool=tool_of(msg),
+        session=session,
+        client=found or client,
+        protocol_version=version if isinstance(version, str) else protocol_version,
+        params=params,
+        http_method=http_method,
+    )
+
+
+def strip_continuation(body: bytes) -> bytes:
+    """The request body without `inputResponses`/`requestState` in its params: what the
+    upstream gets when the proxy itself asked for the input. Unchanged if not JSON-RPC."""
+    value = try_loads(body)
+    messages = messages_of(value)
+    if not messages:
+        return body
+    changed = False
+    for msg in messages:
+        params = msg.get("params")
+        if isinstance(params, dict) and any(k in params for k in _CONTINUATION_KEYS):
+            msg["params"] = {k: v for k, v in params.items() if k not in _CONTINUATION_KEYS}
+            changed = True
+    return compact_json(value) if changed else body
+
+
+# -- replies ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A complete HTTP answer. No Content-Length: the proxy frames the body itself."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        return next((v for k, v in self.headers if k == name), None)
+
+
+def _empty(status: int, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+    return Reply(status, headers, b"")
+
+
+def _message_reply(payload: bytes, *, status: int = 200, sse: bool = False) -> Reply:
+    """One JSON-RPC message as a JSON body or as a one-event SSE stream."""
+    if sse:
+        body = b"event: message\ndata: " + payload + b"\n\n"
+        return Reply(status, (("content-type", SSE_TYPE), ("cache-control", "no-cache")), body)
+    return Reply(status, (("content-type", JSON_TYPE),), payload)
+
+
+def _envelope(rpc_id: object, **member: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rpc_id, **member}
+
+
+def _tool_result(request: RequestView, text: str, is_error: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    if (request.protocol_version or "") >= "2026":
+        result = {"resultType": "complete", **result}  # the 2026-07-28 result shape
+    return result
+
+
+def _input_required(a: InputRequired, request: RequestView, state: str) -> Reply:
+    asked = {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": a.message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {"approve": {"type": "boolean", "title": "Approve"}},
+                "required": ["approve"],
+            },
+        },
+    }
+    result = {
+        "resultType": "input_required",
+        "inputRequests": {a.key: asked},
+        "requestState": state,
+    }
+    return _message_reply(compact_json(_envelope(request.rpc_id, result=result)), sse=a.sse)
+
+
+def _answer(a: Action, request: RequestView) -> Reply:
+    """The reply of jsonrpc_error, tool_error and malformed."""
+    rid = request.rpc_id
+    if isinstance(a, JsonRpcError):
+        payload = compact_json(_envelope(rid, error=a.error.member()))
+        return _message_reply(payload, status=a.status, sse=a.sse)
+    if isinstance(a, ToolError):
+        payload = compact_json(_envelope(rid, result=_tool_result(request, a.text, True)))
+        return _message_reply(payload, sse=a.sse)
+    assert isinstance(a, Malformed)
+    return _message_reply(_malformed(a.kind, request), sse=a.sse)
+
+
+def _malformed(kind: str, request: RequestView) -> bytes:
+    rid = request.rpc_id
+    if request.method == "tools/call":
+        result: dict[str, Any] = _tool_result(request, "injected", False)
+    else:
+        result = {}
+    if kind == "wrong_id":
+        return compact_json(_envelope(_other_id(rid), result=result))
+    if kind == "result_and_error":
+        error = {"code": -32603, "message": "injected: result and error together"}
+        return compact_json(_envelope(rid, result=result, error=error))
+    # invalid_json: a real answer without its closing brace (the id is still readable).
+    return compact_json(_envelope(rid, result=result))[:-1]
+
+
+def _other_id(rpc_id: object) -> object:
+    """A different id of the same JSON type (a type change is a different fault)."""
+    if isinstance(rpc_id, int):
+        return rpc_id + 1000
+    if isinstance(rpc_id, str):
+        return f"{rpc_id}-not-yours"
+    return 1000
+
+
+# -- the plan ---------------------------------------------------------------------------
 
 #: (rule, scope key) call counters a plan keeps; past it the least recently used is
 #: forgotten (its count restarts at 0: documented).
@@ -301,8 +500,8 @@ def _http_status(name: str, a: HttpStatus, acted: int, request: RequestView) -> 
     if a.retry_after is not None:
         headers.append(("retry-after", a.retry_after))
     if a.error is not None:
-        body = _dumps(_envelope(request.rpc_id, error=a.error.member()))
-        headers.insert(0, ("content-type", a.content_type or _JSON))
+        body = compact_json(_envelope(request.rpc_id, error=a.error.member()))
+        headers.insert(0, ("content-type", a.content_type or JSON_TYPE))
     else:
         body = a.body or b""
         if a.content_type:

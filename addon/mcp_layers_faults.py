@@ -1,0 +1,254 @@
+"""The fault injector: the mitmproxy addon that breaks MCP exchanges on purpose.
+
+It is off unless `--set mcp_faults=PRESET|FILE` or `--set mcp_fault=RULE` is given
+(docs/faults.md). `mcp_layers.py` loads it in front of the recorder:
+`addons = [FaultInjector(recorder.request_facts), recorder]`. Per request it asks the
+recorder what the records will say of it (`request_facts`: the recorder reads the
+request then, before any fault can change it), asks the plan (`mcp_layers_core.faults`)
+for a decision and acts on it: a reply instead of the upstream's, a dropped connection,
+headers held back, a rewritten request, or an event stream cut at an event boundary.
+
+The recorder learns of it only through `flow.metadata[INJECTED_KEY]`: the record's
+`injected` member (`{"rule": ..., "action": ...}`), set once the fault is in place and
+removed when it ended up not touching the exchange (a cut that never came).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from mcp_layers_core import faults, limits, options
+from mcp_layers_startup import configure_or_refuse
+from mitmproxy import exceptions, http
+from mitmproxy.addonmanager import Loader
+
+logger = logging.getLogger(__name__)
+
+#: flow.metadata key of the record's `injected` member: the only thing the recorder reads.
+INJECTED_KEY: Final = "mcp_layers.injected"
+#: flow.metadata key of this addon's own state for a flow (`FlowFault`).
+FAULT_KEY: Final = "mcp_layers.fault"
+
+#: (body, session, client, protocol version) of an MCP request as its records show them,
+#: or None for a request the recorder does not record (only those can be faulted).
+RequestFacts = tuple[bytes | None, str, str | None, str | None]
+
+
+@dataclass(slots=True)
+class FlowFault:
+    """The decision taken for one flow, and the stream filter it put in place."""
+
+    decision: faults.Decision
+    rpc_id: object
+    filter: CutFilter | None = None
+
+
+class CutFilter:
+    """The `flow.response.stream` callable of a stream cut: forwards the upstream's exact
+    bytes up to an event boundary, then nothing more. A stream callable set before it
+    gets what it forwards; the recorder's tap, set after it, sees what the client sees."""
+
+    __slots__ = ("_cutter", "_then")
+
+    def __init__(
+        self, cutter: faults.SseCutter, then: Callable[[bytes], Any] | None = None
+    ) -> None:
+        self._cutter, self._then = cutter, then
+
+    @property
+    def cut(self) -> bool:
+        return self._cutter.cut
+
+    def __call__(self, data: bytes) -> list[bytes] | bytes | Iterable[bytes]:
+        try:
+            out = (self._cutter.feed(data) if data else self._cutter.end()).data
+        except Exception:  # a broken filter must not break the stream: pass it whole
+            logger.warning("mcp-layers: stream cutter failed; passing the stream on", exc_info=True)
+            out = data
+        if self._then is not None:
+            return self._then(out) if out or not data else []
+        # A list, never b"": mitmproxy sends an empty chunk as HTTP/1's end-of-body
+        # marker, which would end the answer (and corrupt a kept-alive connection).
+        return [out] if out else []
+
+
+class FaultInjector:
+    """Decides per flow and acts (see the module docstring). Never raises into mitmproxy."""
+
+    def __init__(
+        self,
+        request_facts: Callable[[http.HTTPFlow], RequestFacts | None],
+        refuse_at_startup: bool = False,
+    ) -> None:
+        self._facts = request_facts
+        self._refuse_at_startup = refuse_at_startup
+        self.plan: faults.FaultPlan | None = None
+        self._max_event = limits.MAX_EVENT_BYTES
+        self._reported: set[str] = set()
+        self.errors = 0
+
+    def load(self, loader: Loader) -> None:
+        loader.add_option(
+            "mcp_faults",
+            str,
+            "",
+            "Inject faults: a preset name (" + ", ".join(faults.PRESETS) + ") or a JSON rules "
+            "file; see docs/faults.md.",
+        )
+        loader.add_option(
+            "mcp_fault",
+            str,
+            "",
+            "Inject one fault, written inline, e.g. 'http_status=503,200 retry_after=2'.",
+        )
+        loader.add_option("mcp_fault_seed", int, 0, "Seed of the fault rules' probability draws.")
+
+    def configure(self, updated: set[str]) -> None:
+        configure_or_refuse(lambda: self._configure(updated), self._refuse_at_startup)
+
+    def _configure(self, updated: set[str]) -> None:
+        from mitmproxy import ctx  # the option store exists only once the addon is loaded
+
+        opts = ctx.options
+        for name in sorted(updated & options.FAULT_OPTIONS):
+            try:
+                options.check(name, getattr(opts, name))
+            except options.OptionValueError as e:
+                raise exceptions.OptionsError(str(e)) from None
+        if updated & options.FAULT_OPTIONS:
+            self.plan = fault_plan(opts.mcp_faults, opts.mcp_fault, opts.mcp_fault_seed)
+        # The cutter holds at most one event, as the recorder's parser does (its option).
+        kib = getattr(opts, "mcp_max_event_kb", limits.MAX_EVENT_BYTES // 1024)
+        self._max_event = max(kib, 1) * 1024
+
+    # -- hooks ------------------------------------------------------------------------
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        if self.plan is None:
+            return
+        try:
+            self._decide(flow, self.plan)
+        except Exception as e:
+            self._report("request", e)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        state = flow.metadata.get(FAULT_KEY)
+        if not isinstance(state, FlowFault):
+            return
+        try:
+            self._answer_started(flow, state)
+        except Exception as e:
+            self._report("responseheaders", e)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        state = flow.metadata.get(FAULT_KEY)
+        if not isinstance(state, FlowFault):
+            return
+        d = state.decision
+        truncating = d.truncate_before_final or d.truncate_after_events is not None
+        if truncating and not (state.filter is not None and state.filter.cut):
+            # The cut never came (the stream ended first, or the answer was plain JSON):
+            # the exchange was not altered, so its record must not say it was.
+            flow.metadata.pop(INJECTED_KEY, None)
+
+    # -- acting -------------------------------------------------------------------------
+
+    def _decide(self, flow: http.HTTPFlow, plan: faults.FaultPlan) -> None:
+        """Apply the first rule that acts on this request, as docs/faults.md describes."""
+        facts = self._facts(flow)
+        if facts is None:
+            return
+        body, session, client, version = facts
+        req = flow.request
+        view = faults.request_view(
+            body if req.method == "POST" else None,
+            session=session,
+            client=client,
+            protocol_version=version,
+            http_method=req.method,
+        )
+        decision = plan.decide(view)
+        if decision is None:
+            return
+        flow.metadata[FAULT_KEY] = FlowFault(decision, view.rpc_id)
+        if decision.effect is faults.Effect.REPLY:
+            assert decision.reply is not None
+            reply = decision.reply
+            headers = [(k.encode(), v.encode()) for k, v in reply.headers]
+            flow.response = http.Response.make(reply.status, reply.body, headers)
+        elif decision.effect is faults.Effect.DROP and not decision.drop_after_upstream:
+            flow.kill()
+        else:
+            if decision.strip_continuation:
+                req.content = faults.strip_continuation(req.get_content(strict=False) or b"")
+            if decision.cutter(view.rpc_id) is not None:
+                req.headers["accept-encoding"] = "identity"  # the cutter reads plain bytes
+            if decision.delay_headers_ms:
+                # Hold this flow only (mitmproxy waits for `resume`), not the event loop.
+                flow.intercept()
+                asyncio.get_running_loop().call_later(decision.delay_headers_ms / 1000, flow.resume)
+        # Marked only once the fault is in place: a failure above leaves an organic record.
+        flow.metadata[INJECTED_KEY] = decision.injected
+
+    def _answer_started(self, flow: http.HTTPFlow, state: FlowFault) -> None:
+        assert flow.response is not None
+        if state.decision.effect is faults.Effect.DROP:
+            flow.kill()  # after the upstream did its work: the answer never arrives
+            return
+        # The first Content-Type, as the recorder reads it: a stream it will parse.
+        if not _is_event_stream(next(iter(flow.response.headers.get_all("content-type")), "")):
+            return
+        cutter = state.decision.cutter(state.rpc_id, self._max_event)
+        if cutter is not None:
+            previous = flow.response.stream
+            state.filter = CutFilter(cutter, previous if callable(previous) else None)
+            flow.response.stream = state.filter
+
+    def _report(self, where: str, e: Exception) -> None:
+        self.errors += 1
+        key = f"{where}:{type(e).__name__}"
+        if key not in self._reported:
+            self._reported.add(key)
+            logger.warning(
+                f"mcp-layers: fault injection failed in {where} ({e!r}); the flow goes on",
+                exc_info=e,
+            )
+
+
+def _is_event_stream(ctype: str) -> bool:
+    return ctype.split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+def fault_plan(source: str, inline: str, seed: int) -> faults.FaultPlan | None:
+    """The rules of `--set mcp_faults` (a preset or a file) and `--set mcp_fault`."""
+    rules: list[faults.FaultRule] = []
+    try:
+        if source in faults.PRESETS:
+            rules += faults.preset(source)
+        elif source:
+            path = Path(source).expanduser()
+            if not path.is_file():
+                raise exceptions.OptionsError(
+                    f"mcp_faults: {source!r} is neither a preset nor a file; presets are "
+                    f"{', '.join(faults.PRESETS)}; or write a rules file (docs/faults.md)"
+                )
+            rules += faults.parse_rules(path.read_text(encoding="utf-8"), str(path))
+        if inline:
+            rules.append(faults.parse_inline(inline))
+    except faults.FaultRuleError as e:
+        raise exceptions.OptionsError(str(e)) from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise exceptions.OptionsError(f"mcp_faults: cannot read {source!r}: {e}") from e
+    for rule in rules:
+        if isinstance(rule.action, faults.Delay) and rule.action.where == "events":
+            raise exceptions.OptionsError(
+                f"fault rule {rule.name!r}: a delay between events is not possible here: "
+                "mitmproxy calls stream filters synchronously, so waiting would stall every "
+                "flow; write where=headers (the default) instead"
+            )
+    return faults.FaultPlan(rules, seed) if rules else None

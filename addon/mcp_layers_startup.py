@@ -1,0 +1,53 @@
+"""Start-up refusal: a bad `mcp_*` option stops the proxy before it serves traffic.
+
+mitmproxy parses a script's `--set` values only after the script's `load`, in a place
+where a failure is lost: the proxy would run on, record nothing and inject nothing. So the
+addons check every `mcp_*` entry (a value, or a name no addon has) themselves, at the end
+of their load, and turn a configuration error at start-up into one line and exit 2.
+Only the script's own instances do this; instances a test builds raise `OptionsError`, as
+mitmproxy's own addons do.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from mcp_layers_core import options
+from mitmproxy import exceptions, optmanager
+
+
+def refuse_bad_startup_options(opts: optmanager.OptManager) -> None:
+    """Check the `mcp_*` values mitmproxy still holds for us, as the user typed them."""
+    problem = options.startup_problem(
+        {name: getattr(value, "val", value) for name, value in opts.deferred.items()}
+    )
+    if problem is not None:
+        refuse(problem)
+
+
+def configure_or_refuse(configure: Callable[[], None], refuse_at_startup: bool) -> None:
+    """Run `configure`; before the proxy runs, an `OptionsError` stops it in one line."""
+    try:
+        configure()
+    except exceptions.OptionsError as e:
+        if refuse_at_startup and not _proxy_running():
+            refuse(str(e))
+        raise
+
+
+def refuse(message: str) -> None:
+    """One line, no traceback, and a non-zero exit: recording nothing is worse than not
+    starting."""
+    program = os.path.basename(sys.argv[0]) or "mitmdump"
+    print(f"{program}: mcp-layers: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _proxy_running() -> bool:
+    """Has mitmproxy started? (Then a bad value is only refused and rolled back.)"""
+    from mitmproxy import ctx
+
+    loader = ctx.master.addons.get("scriptloader")
+    return bool(getattr(loader, "is_running", False))
