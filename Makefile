@@ -1,14 +1,18 @@
 # The two commands the README names. Both install what they need first.
-.PHONY: demo test lint bench lab
+.PHONY: demo test lint typecheck bench lab
 
 demo:
 	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_demo
 
 test:
-	@py=$$(scripts/bootstrap) && $$py -m ruff check . && $$py -m ruff format --check . && $$py -m pytest $(PYTEST_ARGS)
+	@py=$$(scripts/bootstrap) && $$py -m ruff check . && $$py -m ruff format --check . && $$py scripts/typecheck.py && $$py -m pytest $(PYTEST_ARGS)
 
 lint:
 	@py=$$(scripts/bootstrap) && $$py -m ruff check . && $$py -m ruff format --check .
+
+# mypy --strict on the packages pyproject.toml's [tool.mypy] lists.
+typecheck:
+	@py=$$(scripts/bootstrap) && $$py scripts/typecheck.py
 
 bench:
 	@py=$$(MCP_LAYERS_EXTRAS=test,bench scripts/bootstrap) && $$py benchmarks/run.py

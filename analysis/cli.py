@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO
+from typing import IO, Any, NoReturn, TextIO
 
 import click
 
@@ -37,7 +37,7 @@ class UsageFailure(click.ClickException):
 class LocatedFailure(UsageFailure):
     """An error about one line of one input, printed as `path:lineno: message`."""
 
-    def show(self, file: TextIO | None = None) -> None:
+    def show(self, file: IO[Any] | None = None) -> None:
         click.echo(self.format_message(), err=True, file=file)
 
 
@@ -182,19 +182,19 @@ def read(reading: Reading, job: engine.Job) -> engine.Report:
     if any(s.path is None for s in sources) and inputs.stdin_is_terminal():
         raise UsageFailure("'-' reads records from stdin, but nothing is piped in")
     total = inputs.total_size(sources)
-    show_bar = (
-        reading.progress
+    bar_length = (
+        total
+        if reading.progress
         and total is not None
         and total >= PROGRESS_MIN_BYTES
         and _is_terminal(sys.stderr)
+        else None
     )
     with contextlib.ExitStack() as stack:
         advance = None
-        if show_bar:
-            bar = stack.enter_context(
-                click.progressbar(length=total, label="reading", file=sys.stderr)
-            )
-            advance = bar.update
+        if bar_length is not None:
+            bar = click.progressbar(length=bar_length, label="reading", file=sys.stderr)
+            advance = stack.enter_context(bar).update
         try:
             report = engine.run(job, sources, jobs=reading.jobs, warn=_warn, progress=advance)
         except NewerRecordVersion as exc:

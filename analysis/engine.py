@@ -383,7 +383,11 @@ def _run_workers(
     import multiprocessing  # only here: in-process runs need not import it
 
     methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    ctx = (
+        multiprocessing.get_context("fork")
+        if "fork" in methods
+        else multiprocessing.get_context("spawn")
+    )
     task_q: Any = ctx.Queue()
     result_q: Any = ctx.Queue()
     # Start the workers before anything is put on a queue: a put starts a feeder thread,

@@ -47,7 +47,7 @@ def add(hist: Histogram, x: float) -> None:
     hist[b] = hist.get(b, 0) + 1
 
 
-def merge_into(dst: Histogram, src: Mapping[int, int]) -> Histogram:
+def merge_into[K: int | None](dst: dict[K, int], src: Mapping[K, int]) -> dict[K, int]:
     """Add `src`'s counts to `dst`; returns `dst`."""
     get = dst.get
     for b, n in src.items():
@@ -66,7 +66,7 @@ def value_of(b: int) -> float:
     """The value a bucket reports: the geometric middle of its edges."""
     if b == ZERO:
         return 0.0
-    return GAMMA ** (b + 0.5)
+    return float(GAMMA ** (b + 0.5))  # float ** float is typed Any: it may be complex
 
 
 def quantiles(hist: Mapping[int, int], qs: Sequence[float]) -> list[float | None]:

@@ -20,9 +20,10 @@ import re
 import sys
 import zlib
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Protocol, cast
 
 from .errors import InputError
 from .limits import BLOCK_BYTES, RANGE_BYTES
@@ -223,28 +224,48 @@ class TruncatedStream(Exception):
     """A gzip stream ends before its end marker; what came before was read."""
 
 
-def open_stream(source: Source) -> tuple[BinaryIO, BinaryIO]:
+class ByteStream(AbstractContextManager["ByteStream", None], Protocol):
+    """What the readers (and GzipFile, which seeks) use of a byte stream: a file, stdin's
+    buffer, a GzipFile."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+    def tell(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class _Peekable(ByteStream, Protocol):
+    def peek(self, size: int = 0, /) -> bytes: ...
+
+
+def open_stream(source: Source) -> tuple[ByteStream, ByteStream]:
     """The source as read (to know how far along it is) and its uncompressed bytes."""
     if source.path is None:
-        raw: BinaryIO = sys.stdin.buffer
-        if not hasattr(raw, "peek"):  # a test's BytesIO, say
-            raw = io.BufferedReader(raw)  # type: ignore[arg-type]
-        head = raw.peek(2)[:2]  # type: ignore[attr-defined]
+        stdin = sys.stdin.buffer
+        # A test's BytesIO does not peek; BufferedReader reads it through readinto, which
+        # BinaryIO does not declare.
+        raw: _Peekable = (
+            stdin if hasattr(stdin, "peek") else io.BufferedReader(cast(io.RawIOBase, stdin))
+        )
+        head = raw.peek(2)[:2]
         # stdin is not ours to close: both ends are wrappers that leave it open.
-        outer: BinaryIO = _Unclosable(raw)  # type: ignore[assignment]
+        outer = _Unclosable(raw)
         if head == GZIP_MAGIC:
-            return outer, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-        return outer, _Unclosable(raw)  # type: ignore[return-value]
-    raw = open(source.path, "rb")  # noqa: SIM115 - the caller closes it
+            return outer, gzip.GzipFile(fileobj=raw, mode="rb")
+        return outer, _Unclosable(raw)
+    file = open(source.path, "rb")  # noqa: SIM115 - the caller closes it
     if source.compressed:
-        return raw, gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw, _Unclosable(raw)  # type: ignore[return-value]
+        return file, gzip.GzipFile(fileobj=file, mode="rb")
+    return file, _Unclosable(file)
 
 
 class _Unclosable(io.RawIOBase):
     """The same stream again, so closing both ends of `open_stream` closes it once."""
 
-    def __init__(self, inner: BinaryIO) -> None:
+    def __init__(self, inner: ByteStream) -> None:
         self.inner = inner
 
     def read(self, n: int = -1) -> bytes:
@@ -258,7 +279,7 @@ class _Unclosable(io.RawIOBase):
 
 
 def stream_blocks(
-    stream: BinaryIO, block_bytes: int = BLOCK_BYTES
+    stream: ByteStream, block_bytes: int = BLOCK_BYTES
 ) -> Iterator[tuple[int, bytes, bool]]:
     """Blocks of whole lines from a stream: (offset, data, final); the last is final.
 
@@ -310,7 +331,7 @@ def stream_blocks(
         raise TruncatedStream
 
 
-def _chunks(stream: BinaryIO, size: int = 64 * 1024) -> Iterator[bytes]:
+def _chunks(stream: ByteStream, size: int = 64 * 1024) -> Iterator[bytes]:
     """The stream in small reads: a gzip stream cut short loses nothing before the cut."""
     read = getattr(stream, "read1", stream.read)
     while True:
@@ -331,8 +352,7 @@ def count_lines(source: Source, end: int, *, start: int = 0) -> int:
     if source.path is None:
         raise ValueError("stdin cannot be read again")
     n = 0
-    opener = gzip.open if source.compressed else open
-    with opener(source.path, "rb") as f:  # type: ignore[operator]
+    with gzip.open(source.path, "rb") if source.compressed else open(source.path, "rb") as f:
         if start and not source.compressed:
             f.seek(start)
         left = end - (0 if source.compressed else start)

@@ -22,6 +22,7 @@ from collections import namedtuple
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from types import GenericAlias
 from typing import Any, Final, Literal
 
 import orjson
@@ -34,7 +35,7 @@ from .schema import FIELDS, KINDS, LAYERS, NESTED, OUTCOMES, RECORD_VERSION
 try:  # msgspec is optional: the `bench` extra, not a runtime dependency
     import msgspec
 except ImportError:  # pragma: no cover - exercised by forcing the orjson decoder
-    msgspec = None  # type: ignore[assignment]
+    msgspec = None  # type: ignore[assignment]  # None stands for the absent module
 
 TRUNCATED: Final = "truncated line (proxy killed mid-write?), skipped"
 
@@ -101,7 +102,7 @@ def _expected(kind: str) -> str:
 def _make_class(name: str, fields: Sequence[str]) -> Any:
     """A record class for the orjson path: a namedtuple reads like a Struct (attributes by
     name) and is built in C."""
-    return namedtuple(name, fields)  # type: ignore[misc]
+    return namedtuple(name, fields)
 
 
 class _Invalid(Exception):
@@ -276,7 +277,7 @@ def _struct_type(fields: Sequence[str], vocabulary: dict[str, set[str] | None]) 
 def _py_type(kind: str) -> Any:
     scalars: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool}
     if kind.startswith("list["):
-        return list[scalars[kind[5:-1]]]  # type: ignore[index]
+        return GenericAlias(list, scalars[kind[5:-1]])  # list[int] and so on, built at run time
     return scalars[kind]
 
 

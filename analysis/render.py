@@ -168,11 +168,12 @@ class _Csv(RowWriter):
 
 
 def _csv_cell(value: Cell) -> str | int | float:
+    value = plain(value)
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return plain(value)  # type: ignore[return-value]
+    return value
 
 
 # --------------------------------------------------------------------- human formats

@@ -315,6 +315,7 @@ class ShowJob:
 def timeline_cells(r: Any) -> list[Cell]:
     """A record as a timeline row (everything but the time offset)."""
     kind = r.kind
+    call: str | None
     if kind == RESPONSE:
         call = f"answer to {r.serverMethod or r.method or '?'}"
     elif kind == SESSION_END:

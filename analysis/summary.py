@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from . import histogram
 from .filters import Filters
-from .histogram import SCALE, ZERO, Histogram
+from .histogram import SCALE, ZERO
 from .inputs import Task
 from .render import Cell, Millis, Ratio
 from .schema import NOT_FAILED, REQUEST, layer_rank, outcome_rank
@@ -61,7 +61,9 @@ BREAKDOWNS: Final = (
 CellKey = tuple[
     Any, str | None, bool, str | None, str | None, str | None, str | None, int | None, int | None
 ]
-Cells = dict[CellKey, Histogram]
+#: A histogram (bucket -> count) whose None bucket counts the calls that have no duration.
+Counts = dict[int | None, int]
+Cells = dict[CellKey, Counts]
 
 HEADERS_TAIL: Final = (
     "origin",
@@ -129,11 +131,11 @@ def fold(records: list[Any], cells: Cells, group_of: Any, keep: Any) -> None:
 
 
 def new_cells() -> Cells:
-    return defaultdict(_new_hist)  # type: ignore[return-value]
+    return defaultdict(_new_counts)
 
 
-def _new_hist() -> Histogram:
-    return defaultdict(int)  # type: ignore[return-value]
+def _new_counts() -> Counts:
+    return defaultdict(int)
 
 
 class SummaryJob:
@@ -197,9 +199,9 @@ class Tally:
 
     calls: int = 0
     failed: int = 0
-    hist: Histogram = field(default_factory=dict)
+    hist: Counts = field(default_factory=dict)
 
-    def add(self, n: int, failed: bool, hist: Histogram) -> None:
+    def add(self, n: int, failed: bool, hist: Counts) -> None:
         self.calls += n
         if failed:
             self.failed += n
@@ -224,7 +226,7 @@ class Breakdown:
         default_factory=lambda: {b: {} for b in BREAKDOWNS[1:]}
     )
 
-    def add(self, name: str, key: Any, n: int, failed: bool, hist: Histogram) -> None:
+    def add(self, name: str, key: Any, n: int, failed: bool, hist: Counts) -> None:
         section = self.parts[name]
         t = section.get(key)
         if t is None:

@@ -109,7 +109,7 @@ class _Calls:
     def __init__(self) -> None:
         self.current: CallResult | None = None
 
-    async def on_log(self, _params: types.LoggingMessageNotificationParams) -> None:
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         if self.current is not None:
             self.current.logs += 1
 
@@ -144,7 +144,7 @@ async def run_calls(
     url: str,
     mode: str = "legacy",
     name: str = CLIENT_NAME,
-    calls: list[tuple[str, dict]] | None = None,
+    calls: list[tuple[str, dict[str, Any]]] | None = None,
     *,
     headers: dict[str, str] | None = None,
     on_request: RequestHook | None = None,

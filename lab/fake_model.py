@@ -188,9 +188,9 @@ def anthropic_turn(body: dict[str, Any]) -> Turn:
                     ToolResult(_text_of(block.get("content")), bool(block.get("is_error")))
                 )
     last = messages[-1] if messages else {}
-    reporting = isinstance(last, dict) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result"
-        for b in (last.get("content") if isinstance(last.get("content"), list) else [])
+    last_content = last.get("content") if isinstance(last, dict) else None
+    reporting = isinstance(last_content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in last_content
     )
     return Turn(pick_tool(names), None, calls, tuple(results), reporting)
 
@@ -367,7 +367,7 @@ def responses_events(reply: Reply, model: str) -> list[bytes]:
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 15,
     }
-    events = [
+    events: list[dict[str, Any]] = [
         {"type": "response.created", "response": response},
         {"type": "response.output_item.added", "output_index": 0, "item": item},
     ]
@@ -621,7 +621,7 @@ class FakeModel:
 
 def read_log(path: Path) -> list[dict[str, Any]]:
     """The entries of a fake-model log (a torn last line is skipped)."""
-    entries = []
+    entries: list[dict[str, Any]] = []
     if not path.exists():
         return entries
     for line in path.read_text(encoding="utf-8").splitlines():

@@ -64,7 +64,8 @@ def ask_model(model_url: str, messages: list[Any], tools: list[dict[str, Any]]) 
         method="POST",
     )
     with urllib.request.urlopen(request, timeout=MODEL_TIMEOUT_S) as response:
-        return json.loads(response.read())
+        message: dict[str, Any] = json.loads(response.read())  # a Messages API answer
+    return message
 
 
 class Agent:

@@ -67,7 +67,8 @@ class Server:
     def stats(self) -> dict[str, Any]:
         """The server's account of the POSTs it received (read directly, not via the proxy)."""
         with urllib.request.urlopen(f"http://{HOST}:{self.port}/stats", timeout=5) as answer:
-            return json.loads(answer.read())
+            stats: dict[str, Any] = json.loads(answer.read())  # PostLog.snapshot()
+        return stats
 
     def failure_context(self) -> str:
         return f"server {self.mode.name} log {self.log}:\n{procs.log_tail(self.log)}"

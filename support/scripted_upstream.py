@@ -428,14 +428,16 @@ class ScriptedUpstream:
 
         framing = reply.resolved_framing()
         pieces = reply.pieces()
+        length = 0
         if framing == "length":
             # The length must be known up front, so callable pieces are evaluated now.
-            pieces = [(delay, p() if callable(p) else p) for delay, p in pieces]
+            evaluated = [(delay, p() if callable(p) else p) for delay, p in pieces]
+            length = sum(len(p) for _, p in evaluated)
+            pieces = [*evaluated]
         headers = list(reply.headers)
         names = {k.lower() for k, _ in headers}
         if framing == "length" and "content-length" not in names:
-            total = sum(len(p) for _, p in pieces)  # type: ignore[arg-type]
-            headers.append(("Content-Length", str(total + (reply.abort == "cut"))))
+            headers.append(("Content-Length", str(length + (reply.abort == "cut"))))
         elif framing == "chunked" and "transfer-encoding" not in names:
             headers.append(("Transfer-Encoding", "chunked"))
         elif framing == "close" and "connection" not in names:

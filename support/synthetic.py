@@ -22,6 +22,7 @@ import heapq
 import itertools
 import random
 import time
+from collections import abc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -334,7 +335,7 @@ class Generator:
         self.set_tracker(rec, attempt=1)
         return rec
 
-    def sample_outcome(self, method: str, attempt: int, injected: bool) -> str:
+    def sample_outcome(self, method: str, attempt: int, injected: bool) -> Outcome:
         rng = self.rng
         if injected:
             return rng.choice((Outcome.HTTP_ERROR, Outcome.STREAM_INCOMPLETE, Outcome.NO_RESPONSE))
@@ -373,6 +374,7 @@ class Generator:
                         if rng.random() < p.deletes:
                             yield self.refused_delete(run)
                         return
+                    assert run.session is not None  # `expired` ended the open one
                     previous, retry_of = run.session.sid, rec
                     break
                 yield from self.call(run)
@@ -380,7 +382,9 @@ class Generator:
                 yield from self.close(run)
                 return
 
-    def open_session(self, run: _Run, previous: str | None) -> Iterator[dict[str, Any]]:
+    def open_session(
+        self, run: _Run, previous: str | None
+    ) -> abc.Generator[dict[str, Any], None, Outcome]:
         """Start talking: initialize (2025-11-25), or for a 2026-07-28 client, nothing
         (no sessions; the client stands in for one) unless the server is older and
         rejects its first request, when it falls back to initialize."""
@@ -544,7 +548,7 @@ class Generator:
             if origin == RetryOrigin.REISSUE:
                 rpc_id = self.next_id(run)
 
-    def retry_choice(self, rec: dict[str, Any], attempt: int) -> tuple[str, float] | None:
+    def retry_choice(self, rec: dict[str, Any], attempt: int) -> tuple[RetryOrigin, float] | None:
         """Whether and how this client retries a failed attempt: (origin, delay ms)."""
         p = self.profile_of(rec)
         outcome = rec["outcome"]
@@ -610,7 +614,7 @@ class Generator:
         self.set_tracker(rec, serverMethod=method, answerMs=self.duration(400.0))
         return rec
 
-    def expired(self, run: _Run) -> Iterator[dict[str, Any]]:
+    def expired(self, run: _Run) -> abc.Generator[dict[str, Any], None, dict[str, Any]]:
         """The server forgot the session: the call gets 404, the proxy ends the session."""
         rng = self.rng
         tool = TOOLS[_weighted_index(rng, TOOL_WEIGHTS)]
@@ -678,7 +682,7 @@ class Generator:
 _PROFILE_BY_CLIENT = {p.client: p for p in PROFILES}
 
 
-def _weighted(rng: random.Random, table: tuple[tuple[Any, int], ...]) -> Any:
+def _weighted[T](rng: random.Random, table: tuple[tuple[T, int], ...]) -> T:
     total = sum(w for _, w in table)
     r = rng.random() * total
     for value, w in table:
