@@ -24,7 +24,8 @@ def package_dirs() -> dict[str, str]:
     with (ROOT / "pyproject.toml").open("rb") as f:
         config = tomllib.load(f)
     mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
-    return {name: folder for name, folder in mapping.items() if "." not in name}
+    # "" is the folder of top-level modules (the addon scripts): already on mypy_path.
+    return {name: folder for name, folder in mapping.items() if name and "." not in name}
 
 
 def make_links(packages: dict[str, str]) -> None:
