@@ -53,6 +53,7 @@ class Reading:
     filters: Filters
     jobs: int
     strict: bool
+    lenient: bool
     progress: bool
 
 
@@ -111,6 +112,12 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Exit 2 if any line is not a record (they are skipped either way).",
         ),
         click.option(
+            "--lenient",
+            is_flag=True,
+            help="Read an input even when most of its lines are not records "
+            "(by default that exits 2: it is probably not a recording).",
+        ),
+        click.option(
             "--progress/--no-progress",
             default=True,
             help="A progress bar on stderr for big inputs, when it is a terminal.",
@@ -131,6 +138,7 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             ),
             jobs=kwargs.pop("jobs") or engine.default_jobs(),
             strict=kwargs.pop("strict"),
+            lenient=kwargs.pop("lenient"),
             progress=kwargs.pop("progress"),
         )
         return fn(reading=reading, **kwargs)
@@ -208,6 +216,11 @@ def read(reading: Reading, job: engine.Job) -> engine.Report:
         _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)")
         if reading.strict:
             raise UsageFailure("bad lines in the input (--strict)")
+        if report.bad_lines > report.records and not reading.lenient:
+            raise UsageFailure(
+                f"most lines of the input are not records ({report.bad_lines} bad, "
+                f"{report.records} read): is it a recording? (--lenient reads it anyway)"
+            )
     return report
 
 

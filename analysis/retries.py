@@ -47,7 +47,7 @@ from .schema import (
     SESSION_END,
     outcome_rank,
 )
-from .summary import DIMENSIONS, as_tuple, group_getter, group_sort_key, label
+from .summary import DIMENSIONS, as_tuple, group_getter, group_sort_key, is_probe, label
 
 FIELDS: Final = (
     "id",
@@ -67,6 +67,7 @@ FIELDS: Final = (
     "unsafeRetry",
     "continues",
     "previousSession",
+    "negotiation",
     "endReason",
 )
 
@@ -181,7 +182,8 @@ class RetriesJob:
             group = group_of(r)
             if kind == REQUEST:
                 outcome = r.outcome
-                failed = outcome not in NOT_FAILED
+                # A negotiation probe's refusal is how negotiation works: never a failure.
+                failed = outcome not in NOT_FAILED and not is_probe(r)
                 if matched:
                     _count(counts[group], r, outcome, failed)
                 st = r.httpStatuses

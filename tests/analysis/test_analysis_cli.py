@@ -125,7 +125,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize(("name", "status", "stderr"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 def test_bad_inputs(name: str, status: ExitStatus, stderr: str) -> None:
     path = FIXTURES / name
-    result = invoke("summary", path)
+    result = invoke("summary", path, "--lenient")
     assert result.exit_code == status
     n = r = 0
     if name.endswith(".gz"):  # the lines before the cut, and the torn one after them
@@ -281,3 +281,14 @@ def test_console_script_uses_worker_processes_on_big_inputs(tmp_path: Path) -> N
     rows = json.loads(parallel.stdout)
     one = json.loads(invoke("summary", SYNTHETIC, "--format", "json").stdout)
     assert [r["calls"] for r in rows] == [r["calls"] * copies for r in one]
+
+
+@pytest.mark.usefixtures("decoder")
+@pytest.mark.parametrize("name", ["wrong_schema.jsonl", "README"])
+def test_an_input_that_is_mostly_not_records_exits_2(name: str) -> None:
+    path = FIXTURES / name if name != "README" else Path(__file__).parents[2] / "README.md"
+    result = invoke("summary", path)
+    assert result.exit_code == ExitStatus.USAGE_ERROR
+    assert result.stdout == ""
+    assert "most lines of the input are not records" in result.stderr
+    assert "--lenient reads it anyway" in result.stderr.splitlines()[-1]
