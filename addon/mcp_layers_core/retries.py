@@ -200,6 +200,22 @@ class RetryBook:
         self._last: OrderedDict[tuple[object, str], Attempt] = OrderedDict()
         self._max = max_entries
 
+    def finish(
+        self,
+        attempt: Attempt,
+        *,
+        end: float,
+        outcome: Outcome,
+        statuses: list[int],
+        retry_after_ms: int | None,
+    ) -> None:
+        """What a finished attempt tells the next one: how, and when, it ended."""
+        attempt.end = end
+        attempt.outcome = outcome
+        attempt.statuses = statuses
+        attempt.retry_after_ms = retry_after_ms
+        attempt.input_required = outcome is Outcome.INPUT_REQUIRED
+
     def begin(
         self,
         key: tuple[object, str],
