@@ -203,7 +203,6 @@ class RetryBook:
     def finish(
         self,
         attempt: Attempt,
-        *,
         end: float,
         outcome: Outcome,
         statuses: list[int],

@@ -140,7 +140,9 @@ class Tracker(StreamReading):
         x = self._exchanges.get(event.flow)
         if x is None:
             return []  # not MCP, or already written (an error hook after shutdown)
-        nxt = step(x.phase, type(event), event.flow)
+        nxt = TRANSITIONS[x.phase].get(type(event))
+        if nxt is None:
+            step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
         if nxt is not Phase.DONE:
             x.phase = nxt  # DONE is entered by `_finish` alone, once
         if isinstance(event, StreamChunk):
@@ -429,6 +431,8 @@ class Tracker(StreamReading):
         return records
 
     def _expire(self, now: float) -> list[dict[str, Any]]:
+        if not self._waiting.parked and not self._waiting.unclaimed:
+            return []  # the usual case, on every request and every stream chunk
         records: list[dict[str, Any]] = []
         for parked in self._waiting.expire(now):
             records += self._finish_parked(parked, now, "not_resumed")
@@ -519,26 +523,29 @@ class Tracker(StreamReading):
     def _release_held(
         self, agent: Agent, *, negotiation: bool, why: Cause | type
     ) -> list[dict[str, Any]]:
+        if not self._waiting.held:
+            return []  # the usual case, on every POST
         return [record_of(f, negotiation) for f in self._waiting.release(agent, why)]
 
     # -- finished values: the books learn here, and only here ----------------------------
 
     def _head(self, x: Exchange, ts: float) -> Head:
+        # Positional: this runs once per record, and keywords cost twice the time.
         return Head(
-            kind=x.kind,
-            started=x.started,
-            ended=ts,
-            server=x.server,
-            session=x.session.key,
-            client=x.client,
-            user_agent=x.user_agent,
-            protocol_version=x.protocol_version,
-            post_count=x.post_count,
-            status=x.status,
-            content_type=x.content_type,
-            scenario=self._settings.scenario,
-            injected=x.injected,
-            notes=x.notes.snapshot(),
+            x.kind,
+            x.started,
+            ts,  # ended
+            x.server,
+            x.session.key,
+            x.client,
+            x.user_agent,
+            x.protocol_version,
+            x.post_count,
+            x.status,
+            x.content_type,
+            self._settings.scenario,
+            x.injected,
+            x.notes.snapshot(),
         )
 
     def _conclude_request(
@@ -553,30 +560,24 @@ class Tracker(StreamReading):
         retry_after = retry_after_ms(x.retry_after, ts) if failed else None
         statuses = (*p.retry.earlier_statuses, *(() if x.status is None else (x.status,)))
         s = x.stream
-        finished = FinishedRequest(
-            head=self._head(x, ts),
-            record_id=p.record_id,
-            method=p.method,
-            tool=p.tool,
-            rpc_id=p.rpc_id,
-            verdict=verdict,
-            statuses=statuses,
-            sse=None if s is None else SseSummary(s.events, answered, s.end or "error", p.resumed),
-            answer_on_get_stream=s is None and p.via_stream and answered,
-            retry=p.retry,
-            retry_after_ms=retry_after,
-            safety=p.safety,
-            previous_session=p.previous_session,
-            bodies=(p.message, p.answer) if self._settings.record_bodies else None,
+        finished = FinishedRequest(  # positional, as in `_head`
+            self._head(x, ts),
+            p.record_id,
+            p.method,
+            p.tool,
+            p.rpc_id,
+            verdict,
+            statuses,
+            None if s is None else SseSummary(s.events, answered, s.end or "error", p.resumed),
+            s is None and p.via_stream and answered,  # answer_on_get_stream
+            p.retry,
+            retry_after,
+            p.safety,
+            p.previous_session,
+            (p.message, p.answer) if self._settings.record_bodies else None,
         )
         if p.attempt is not None:
-            self.retries.finish(
-                p.attempt,
-                end=ts,
-                outcome=verdict.outcome,
-                statuses=list(statuses),
-                retry_after_ms=retry_after,
-            )
+            self.retries.finish(p.attempt, ts, verdict.outcome, list(statuses), retry_after)
         return finished
 
     def _unanswered(self, x: Exchange, p: PendingRequest) -> Verdict:
