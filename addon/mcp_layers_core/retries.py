@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import limits
 from .classify import SUCCESSFUL, Outcome
@@ -162,8 +162,7 @@ class RetryInfo:
 NOT_A_RETRY = RetryInfo()
 
 
-@dataclass(frozen=True, slots=True)
-class SessionView:
+class SessionView(NamedTuple):  # a tuple: made once per request, on the hot path
     """What the retry rules need to know about sessions, from the session book."""
 
     #: This attempt's session is server-issued (not a connection stand-in).

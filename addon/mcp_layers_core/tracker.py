@@ -221,14 +221,9 @@ class Tracker(StreamReading):
             p.previous_session = self.sessions.take_lost(self._identity(x))
         if method == "server/discover" or (version or "").startswith("2026"):
             x.negotiating = True  # a rejection here may be version negotiation
+        # record_id, rpc_id, digest, session, start, attempt, statuses
         p.attempt = Attempt(
-            record_id=p.record_id,
-            rpc_id=p.rpc_id,
-            digest=message_digest(msg),
-            session=x.session.key,
-            start=x.started,
-            attempt=1,
-            statuses=[],
+            p.record_id, p.rpc_id, message_digest(msg), x.session.key, x.started, 1, []
         )
         p.retry = self.retries.begin(
             ((x.client, x.user_agent, host(x.peer), x.server), call_signature(method, params)),
