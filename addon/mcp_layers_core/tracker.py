@@ -19,6 +19,10 @@ Around that, three books remember what later records need: sessions (`sessions.p
 attempts (`retries.py`: what a retry repeats) and each server's tool annotations.
 Reading streams is `streams.py`; decoding any body is `decode.py`.
 
+Size: over 400 lines because intake (POST, GET, DELETE), responses, parking and endings
+all move the same exchange and waiting-room state; the parts that stand alone are out
+(`streams.py`, `conclude.py`, `waiting.py`, `identify.py`, `decode.py`).
+
 Errors: `handle` raises `LocalUsageError` only when the caller breaks the event order
 (a bug in the adapter); whatever the peers send is recorded, never raised.
 """
@@ -29,6 +33,7 @@ from collections import OrderedDict
 from typing import Any
 
 from .classify import Outcome, Verdict, classify_answer, http_error
+from .conclude import Concluding
 from .decode import StreamDecoder, answer_value, media_type, post_messages
 from .events import (
     Event,
@@ -42,11 +47,10 @@ from .events import (
     StreamEnded,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
-from .finished import Finished, FinishedMessage, FinishedRequest, FinishedSession, Head, SseSummary
+from .finished import Finished, FinishedRequest
 from .identify import Agent, Identifier, host
 from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response, tool_of
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, step
-from .notes import Note
 from .records import record_of
 from .retries import (
     Attempt,
@@ -56,7 +60,6 @@ from .retries import (
     call_signature,
     is_continuation,
     message_digest,
-    retry_after_ms,
 )
 from .sessions import Identity, Session, SessionBook
 from .settings import Settings
@@ -69,7 +72,7 @@ __all__ = ["TRANSITIONS", "LocalUsageError", "Phase", "Settings", "Tracker"]
 NEGOTIATION_CODES = frozenset({-32020, -32021, -32022})
 
 
-class Tracker(StreamReading):
+class Tracker(Concluding, StreamReading):
     """The pairing, session and retry state machine. Feed it events; write what it returns."""
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -521,115 +524,6 @@ class Tracker(StreamReading):
         if not self._waiting.held:
             return []  # the usual case, on every POST
         return [record_of(f, negotiation) for f in self._waiting.release(agent, why)]
-
-    # -- finished values: the books learn here, and only here ----------------------------
-
-    def _head(self, x: Exchange, ts: float) -> Head:
-        # Positional: this runs once per record, and keywords cost twice the time.
-        return Head(
-            x.kind,
-            x.started,
-            ts,  # ended
-            x.server,
-            x.session.key,
-            x.client,
-            x.user_agent,
-            x.protocol_version,
-            x.post_count,
-            x.status,
-            x.content_type,
-            self._settings.scenario,
-            x.injected,
-            x.notes.snapshot(),
-        )
-
-    def _conclude_request(
-        self, x: Exchange, p: PendingRequest, ts: float, *, answered: bool
-    ) -> FinishedRequest:
-        verdict = p.verdict if answered and p.verdict is not None else self._unanswered(x, p)
-        failed = x.status is not None and not 200 <= x.status < 300
-        if failed and verdict.outcome is not Outcome.HTTP_ERROR:
-            # The transport decides first: an answer inside an error status is kept only
-            # for its JSON-RPC error fields.
-            verdict = Verdict(Outcome.HTTP_ERROR, verdict.error_code, verdict.error_message)
-        retry_after = retry_after_ms(x.retry_after, ts) if failed else None
-        statuses = (*p.retry.earlier_statuses, *(() if x.status is None else (x.status,)))
-        s = x.stream
-        finished = FinishedRequest(  # positional, as in `_head`
-            self._head(x, ts),
-            p.record_id,
-            p.method,
-            p.tool,
-            p.rpc_id,
-            verdict,
-            statuses,
-            None if s is None else SseSummary(s.events, answered, s.end or "error", p.resumed),
-            s is None and p.via_stream and answered,  # answer_on_get_stream
-            p.retry,
-            retry_after,
-            p.safety,
-            p.previous_session,
-            (p.message, p.answer) if self._settings.record_bodies else None,
-        )
-        if p.attempt is not None:
-            self.retries.finish(p.attempt, ts, verdict.outcome, list(statuses), retry_after)
-        return finished
-
-    def _unanswered(self, x: Exchange, p: PendingRequest) -> Verdict:
-        if x.status is None:
-            return Verdict(Outcome.NO_RESPONSE)
-        if not 200 <= x.status < 300:
-            return p.verdict or http_error(None)
-        if x.stream is not None:
-            return self._stream_verdict(x, x.stream)
-        if p.via_stream:  # parked, and the answer never came
-            return Verdict(Outcome.STREAM_INCOMPLETE)
-        # Headers arrived and the exchange ended without a body event (shutdown).
-        return Verdict(Outcome.NO_RESPONSE)
-
-    def _conclude_message(self, x: Exchange, ts: float) -> FinishedMessage:
-        assert x.record_id is not None
-        return FinishedMessage(self._head(x, ts), x.record_id, x.method, x.answered, x.had_body)
-
-    def _conclude_delete(self, x: Exchange, ts: float) -> FinishedSession:
-        # An unanswered DELETE (the client exits while it is in flight) still ends the
-        # session for the client: it will not come back, so no `shutdown` end follows.
-        ended = x.status is None or 200 <= x.status < 300
-        if ended and x.session.ended is None:
-            x.session.ended = "delete"
-        notes = x.notes.snapshot()
-        if x.status is None:
-            notes += (Note("delete_unanswered"),)
-        elif not ended:
-            notes += (Note("not_ended", x.status),)
-        return self._conclude_session(x.session, x.status, x.started, ts, x, notes)
-
-    def _conclude_session(
-        self,
-        session: Session,
-        status: int | None,
-        start: float,
-        ts: float,
-        x: Exchange | None,
-        delete_notes: tuple[Note, ...] | None = None,
-    ) -> FinishedSession:
-        return FinishedSession(
-            record_id=self._take_record_id(),
-            started=start,
-            ended=ts,
-            server=x.server if x else session.server,
-            session=session.key,
-            client=session.client,
-            user_agent=x.user_agent if x else None,
-            protocol_version=session.protocol_version,
-            posts=session.posts,
-            status=status,
-            scenario=self._settings.scenario,
-            injected=x.injected if x else None,
-            end_reason="delete" if delete_notes is not None else session.ended,
-            stats=session.stats(),
-            delete_notes=delete_notes,
-        )
 
 
 def _is_answer(value: object) -> bool:
