@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import limits
 from .classify import SUCCESSFUL, Outcome
@@ -162,8 +162,7 @@ class RetryInfo:
 NOT_A_RETRY = RetryInfo()
 
 
-@dataclass(frozen=True, slots=True)
-class SessionView:
+class SessionView(NamedTuple):  # a tuple: made once per request, on the hot path
     """What the retry rules need to know about sessions, from the session book."""
 
     #: This attempt's session is server-issued (not a connection stand-in).
@@ -199,6 +198,21 @@ class RetryBook:
     def __init__(self, max_entries: int = limits.MAX_RETRY_SIGNATURES) -> None:
         self._last: OrderedDict[tuple[object, str], Attempt] = OrderedDict()
         self._max = max_entries
+
+    def finish(
+        self,
+        attempt: Attempt,
+        end: float,
+        outcome: Outcome,
+        statuses: list[int],
+        retry_after_ms: int | None,
+    ) -> None:
+        """What a finished attempt tells the next one: how, and when, it ended."""
+        attempt.end = end
+        attempt.outcome = outcome
+        attempt.statuses = statuses
+        attempt.retry_after_ms = retry_after_ms
+        attempt.input_required = outcome is Outcome.INPUT_REQUIRED
 
     def begin(
         self,
