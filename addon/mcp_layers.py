@@ -153,8 +153,10 @@ class Recorder:
         self._max_body = limits.MAX_BODY_BYTES
         self._reported: set[str] = set()
         self.errors = 0
-        #: MCP flows by id, from their request until their records are out (bounded).
+        #: MCP flows by id, from their request to their end; then, if their record is
+        #: still to come, in `_awaiting` until it is (both bounded).
         self._live: OrderedDict[str, http.HTTPFlow] = OrderedDict()
+        self._awaiting: OrderedDict[str, http.HTTPFlow] = OrderedDict()
         self._stopping = False
         self.comments = True
         self.tracker.record_flows = {}
@@ -242,6 +244,7 @@ class Recorder:
             self.tracker.record_flows = {} if self.comments else None
             if not self.comments:
                 self._live.clear()
+                self._awaiting.clear()
         if "mcp_max_body_kb" in updated:
             self._max_body = opts.mcp_max_body_kb * 1024
         if updated & {"mcp_record_dir", "mcp_record_max_mb"} and self._outfile is None:
@@ -354,6 +357,7 @@ class Recorder:
             self._stopping = True
             self.feed(ProxyStopping(time.time()))
             self._live.clear()
+            self._awaiting.clear()
             if self.writer.lost:
                 logger.warning(f"mcp-layers: {self.writer.lost} records could not be written")
             self.writer.close()
@@ -378,9 +382,11 @@ class Recorder:
         changed: list[http.HTTPFlow] = []
         for record in records:
             flow_id = flows.pop(record["id"], None)
-            flow = self._live.get(flow_id) if flow_id is not None else None
+            if flow_id is None:
+                continue  # the proxy's own end of a session: no flow
+            flow = self._live.get(flow_id) or self._awaiting.pop(flow_id, None)
             if flow is None:
-                continue  # no flow (the proxy's end of a session), or one long gone
+                continue  # long gone (past the bound)
             ids = flow.metadata.get(RECORDS_KEY)
             comment = comment_of(record)
             if ids:  # a batch, or a request and the session its 404 ended
@@ -402,13 +408,13 @@ class Recorder:
     def _flow_ended(self, flow: http.HTTPFlow) -> None:
         """Its own hooks are over: forget the flow, unless its record is still to come
         (a POST answered elsewhere later, or a probe held until the client's next POST)."""
-        live = self._live
-        if (
-            live
-            and flow.id in live
-            and (flow.request.method != "POST" or RECORDS_KEY in flow.metadata)
-        ):
-            del live[flow.id]
+        if not self._live:
+            return
+        ended = self._live.pop(flow.id, None)
+        if ended is not None and flow.request.method == "POST" and RECORDS_KEY not in flow.metadata:
+            self._awaiting[flow.id] = ended
+            if len(self._awaiting) > MAX_LIVE_FLOWS:
+                self._awaiting.popitem(last=False)
 
     def guard(self, where: str) -> _Guard:
         """Nothing the addon does may reach mitmproxy or the client: log once, count, go on."""
