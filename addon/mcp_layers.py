@@ -69,6 +69,11 @@ OBSERVED_KEY = "mcp_layers.observed"
 #: it, so a flow can be matched with its records).
 RECORDS_KEY = "mcp_layers.records"
 
+#: The comment of a POST whose record comes after its own end (replaced when it does).
+PENDING_COMMENT = (
+    "verdict pending: answered on a GET stream, or a probe held until the client's next POST"
+)
+
 #: Flows kept so a record written after its flow's own hooks can still comment it.
 MAX_LIVE_FLOWS = limits.MAX_PENDING_EXCHANGES + limits.MAX_PARKED
 
@@ -412,6 +417,8 @@ class Recorder:
             return
         ended = self._live.pop(flow.id, None)
         if ended is not None and flow.request.method == "POST" and RECORDS_KEY not in flow.metadata:
+            # A saved flow (`-w`) is written right after this hook: say why it has no verdict.
+            flow.comment = PENDING_COMMENT
             self._awaiting[flow.id] = ended
             if len(self._awaiting) > MAX_LIVE_FLOWS:
                 self._awaiting.popitem(last=False)

@@ -92,7 +92,8 @@ def test_an_http_error_shows_its_status_and_a_retry_points_at_the_first_attempt(
 def test_a_held_probe_is_commented_when_the_next_post_releases_it(run: Any) -> None:
     probe = post_flow(rpc(1, "server/discover"), {"user-agent": "py"})
     exchange(run, probe, 400, UNSUPPORTED)
-    assert records(run.out) == [] and probe.comment == ""  # held: negotiation or not?
+    assert records(run.out) == []  # held: negotiation or not?
+    assert probe.comment == mcp_layers.PENDING_COMMENT and probe.marked == ""
     init = post_flow(
         rpc(2, "initialize", protocolVersion="2025-11-25", capabilities={}, clientInfo={}),
         {"user-agent": "py"},
