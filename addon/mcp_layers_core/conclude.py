@@ -47,6 +47,7 @@ class Concluding:
             self._settings.scenario,
             x.injected,
             x.notes.snapshot(),
+            x.flow,
         )
 
     def _conclude_request(
@@ -135,4 +136,5 @@ class Concluding:
             end_reason="delete" if delete_notes is not None else session.ended,
             stats=session.stats(),
             delete_notes=delete_notes,
+            flow=x.flow if x else None,
         )

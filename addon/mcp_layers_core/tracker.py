@@ -47,7 +47,7 @@ from .events import (
     StreamEnded,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
-from .finished import Finished, FinishedRequest
+from .finished import Finished, FinishedRequest, flow_of
 from .identify import Agent, Identifier, host
 from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response, tool_of
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, step
@@ -84,6 +84,9 @@ class Tracker(Concluding, StreamReading):
         self._waiting = WaitingRoom(self._settings)
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
+        #: record id -> flow id of each record `handle` returns, while the adapter wants
+        #: them (None: it does not; the adapter pops each entry as it takes the record).
+        self.record_flows: dict[int, str] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -415,11 +418,11 @@ class Tracker(Concluding, StreamReading):
         p.verdict = classify_answer(p.method, p.rpc_id, msg)
         p.resumed = parked.resumable
         self._learn(x, p, msg)
-        return [record_of(self._conclude_request(x, p, ts, answered=True))]
+        return [self._record(self._conclude_request(x, p, ts, answered=True))]
 
     def _finish_parked(self, parked: Parked, ts: float, note: str) -> list[dict[str, Any]]:
         parked.x.notes.add_once(note)
-        return [record_of(self._conclude_request(parked.x, parked.p, ts, answered=False))]
+        return [self._record(self._conclude_request(parked.x, parked.p, ts, answered=False))]
 
     def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict[str, Any]]:
         """The GET stream that was to carry 2024-11-05 answers is gone: they are lost."""
@@ -469,7 +472,7 @@ class Tracker(Concluding, StreamReading):
         self._waiting.unclaimed.clear()  # nothing is left to claim them
         for session in self.sessions.live_real():
             session.ended = "shutdown"
-            records.append(record_of(self._conclude_session(session, None, ev.ts, ev.ts, None)))
+            records.append(self._record(self._conclude_session(session, None, ev.ts, ev.ts, None)))
         return records
 
     def _finish_all_parked(self, ts: float) -> list[dict[str, Any]]:
@@ -516,14 +519,23 @@ class Tracker(Concluding, StreamReading):
                 # if the proxy stopped.
                 return self._release_held(overflow, negotiation=False, why=Cause.EVICTED)
             return []
-        return [record_of(f) for f in finished]
+        return [self._record(f) for f in finished]
+
+    def _record(self, f: Finished, negotiation: bool | None = None) -> dict[str, Any]:
+        """Every record is built here: the one place that notes which flow it is of."""
+        record = record_of(f, negotiation)
+        if self.record_flows is not None:
+            flow = flow_of(f)
+            if flow is not None:
+                self.record_flows[record["id"]] = flow
+        return record
 
     def _release_held(
         self, agent: Agent, *, negotiation: bool, why: Cause | type
     ) -> list[dict[str, Any]]:
         if not self._waiting.held:
             return []  # the usual case, on every POST
-        return [record_of(f, negotiation) for f in self._waiting.release(agent, why)]
+        return [self._record(f, negotiation) for f in self._waiting.release(agent, why)]
 
 
 def _is_answer(value: object) -> bool:
