@@ -116,8 +116,10 @@ class _Chained:
 
     def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
         out = self._before(data)
-        if isinstance(out, bytes | bytearray | memoryview):
+        if isinstance(out, bytes):
             return self.tap(out)
+        if isinstance(out, bytearray | memoryview):
+            return self.tap(bytes(out))
         pieces = list(out)  # mitmproxy sends each piece; the tap looks at each
         for piece in pieces:
             self.tap(piece)

@@ -148,7 +148,7 @@ class Tracker(Concluding, StreamReading):
             return []  # not MCP, or already written (an error hook after shutdown)
         nxt = TRANSITIONS[x.phase].get(type(event))
         if nxt is None:
-            step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
+            nxt = step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
         if nxt is not Phase.DONE:
             x.phase = nxt  # DONE is entered by `_finish` alone, once
         if isinstance(event, StreamChunk):
@@ -373,10 +373,10 @@ class Tracker(Concluding, StreamReading):
         answers = answer if isinstance(answer, list) else [answer]
         for msg in answers:
             if is_response(msg) and isinstance(msg, dict):
-                p = x.by_id.get(id_key(msg.get("id")))
-                if p is not None and p.verdict is None:
-                    p.verdict = classify_answer(p.method, p.rpc_id, msg)
-                    self._learn(x, p, msg)
+                asked = x.by_id.get(id_key(msg.get("id")))
+                if asked is not None and asked.verdict is None:
+                    asked.verdict = classify_answer(asked.method, asked.rpc_id, msg)
+                    self._learn(x, asked, msg)
         for p in x.requests:
             if p.verdict is None:
                 p.verdict = classify_answer(
@@ -400,7 +400,9 @@ class Tracker(Concluding, StreamReading):
 
     # -- parked requests ----------------------------------------------------------------
 
-    def _park(self, x: Exchange, p: PendingRequest, ts: float, cause: Cause) -> list[dict]:
+    def _park(
+        self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
+    ) -> list[dict[str, Any]]:
         """Wait for `p`'s answer on another stream (it may even be there already)."""
         step(x.phase, cause, x.flow)
         p.via_stream = True
@@ -413,7 +415,9 @@ class Tracker(Concluding, StreamReading):
             return self._finish_parked(evicted, ts, "evicted_parked_cap")
         return []
 
-    def _answer_parked(self, parked: Parked, msg: dict[str, Any], ts: float) -> list[dict]:
+    def _answer_parked(
+        self, parked: Parked, msg: dict[str, Any], ts: float
+    ) -> list[dict[str, Any]]:
         p, x = parked.p, parked.x
         p.verdict = classify_answer(p.method, p.rpc_id, msg)
         p.resumed = parked.resumable
