@@ -65,6 +65,7 @@ from .jsonrpc import (
     is_response,
     messages_of,
     meta_of,
+    prompt_of,
     tool_of,
     try_loads,
 )
@@ -241,6 +242,7 @@ class Tracker:
     def _open_request(self, x: Exchange, msg: dict[str, Any], version: str | None) -> None:
         method, params = msg["method"], msg.get("params")
         p = PendingRequest(msg["id"], method, tool_of(msg), self._take_record_id())
+        p.prompt = prompt_of(msg)
         if self._settings.record_bodies:
             p.message = msg
         if p.method == "tools/call":
@@ -826,6 +828,7 @@ class Tracker:
             unsafeRetry=r.unsafe,
             continues=r.continues,
             previousSession=p.previous_session,
+            prompt=p.prompt,
         )
         if self._settings.record_bodies:
             answer = None if p.answer is NOT_JSON else p.answer
