@@ -47,7 +47,9 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
 )
-from mcp_layers_core.jsonl import RecordWriter
+from mcp_layers_core.jsonl import RecordWriter, run_file_name
+from mcp_layers_core.otel_live import LiveExporter, parse_headers
+from mcp_layers_core.otel_map import run_of
 from mcp_layers_core.tracker import Settings, Tracker
 from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
 from mcp_layers_startup import configure_or_refuse, refuse_bad_startup_options
@@ -140,6 +142,8 @@ class Recorder:
         )
         self._outfile = outfile
         self._max_body = limits.MAX_BODY_BYTES
+        #: The OTLP export, when `mcp_otlp_endpoint` is set (docs/otel.md).
+        self.exporter: LiveExporter | None = None
         self._reported: set[str] = set()
         self.errors = 0
         # The script's instance stops the proxy on a bad option at start-up (see
@@ -197,6 +201,21 @@ class Recorder:
             "Write Mcp-Session-Id values as they are instead of a stable hash "
             "(they can be credentials).",
         )
+        loader.add_option(
+            "mcp_otlp_endpoint",
+            str,
+            "",
+            "Also send every exchange as an OpenTelemetry span (and the MCP metrics) to "
+            "this OTLP/HTTP collector, e.g. http://127.0.0.1:4318, in the background "
+            "(needs `pip install 'mcp-layers[otel]'`; docs/otel.md). Empty: off.",
+        )
+        loader.add_option(
+            "mcp_otlp_headers",
+            str,
+            "",
+            "Headers for the OTLP collector, `name=value,name2=value2` (values "
+            "URL-encoded), e.g. authorization=Bearer%20TOKEN. Never logged.",
+        )
         # The recorder loads last: every addon's options exist now, and mitmproxy still
         # holds the `--set` values it has not applied.
         if self._refuse_at_startup:
@@ -225,6 +244,8 @@ class Recorder:
                 on_error=logger.warning,
                 max_bytes=opts.mcp_record_max_mb * 1024 * 1024 or None,
             )
+        if updated & {"mcp_otlp_endpoint", "mcp_otlp_headers"}:
+            self._configure_export(opts.mcp_otlp_endpoint, opts.mcp_otlp_headers)
         # A fault preset names the scenario unless one is given (the fault addon's option).
         fault_preset = getattr(opts, "mcp_faults", "")
         default_scenario = fault_preset if fault_preset in faults.PRESETS else None
@@ -235,6 +256,28 @@ class Recorder:
             max_event_bytes=opts.mcp_max_event_kb * 1024,
             record_bodies=opts.mcp_record_bodies,
         )
+
+    def _configure_export(self, endpoint: str, headers: str) -> None:
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
+        if not endpoint.strip():
+            return
+        exporter = LiveExporter(
+            endpoint,
+            parse_headers(headers),
+            run_of(run_file_name(self.started)),
+            warn=logger.warning,
+        )
+        try:
+            exporter.start()  # the only place the OpenTelemetry SDK is imported
+        except ImportError as e:
+            raise exceptions.OptionsError(
+                f"mcp_otlp_endpoint needs the OpenTelemetry SDK ({e.name} is missing); "
+                "install it with pip install 'mcp-layers[otel]'"
+            ) from None
+        self.exporter = exporter
+        logger.info(f"mcp-layers: exporting OTLP to {exporter.endpoint}")
 
     # -- hooks: each turns the flow into one core event -------------------------------
 
@@ -324,6 +367,8 @@ class Recorder:
             if self.writer.lost:
                 logger.warning(f"mcp-layers: {self.writer.lost} records could not be written")
             self.writer.close()
+            if self.exporter is not None:
+                self.exporter.close()
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -331,6 +376,8 @@ class Recorder:
         records = self.tracker.handle(event)
         if records:
             self.writer.write(records)
+            if self.exporter is not None:
+                self.exporter.submit(records)
 
     def guard(self, where: str) -> _Guard:
         """Nothing the addon does may reach mitmproxy or the client: log once, count, go on."""
