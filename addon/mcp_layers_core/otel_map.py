@@ -12,7 +12,8 @@ Conventions followed (docs/otel.md): OpenTelemetry GenAI semantic conventions, M
 
 Shape of a trace: one trace per MCP session (the session's hashed key names it); one
 `mcp_layers.session` span for the session's lifeline, written when its `session_end`
-record comes, and under it one span per exchange. A retry is *linked* to the attempt it
+record comes, and under it one span per exchange. An exchange outside a session (a
+stateless server, 2026-07-28) is a trace of its own. A retry is *linked* to the attempt it
 repeats (the conventions link rather than parent: one MCP request can take several HTTP
 requests), as are a 2026-07-28 continuation to the turn it answers and an `initialize`
 to the session a 404 ended just before.
@@ -186,11 +187,18 @@ def request_id_text(rpc_id: object) -> str | None:
     return str(rpc_id)
 
 
+def is_real_session(session: object) -> bool:
+    """A session the server issued, as opposed to the client stand-in (`c-…`) the record
+    names where there is none (stateless servers, 2026-07-28): stand-ins never end, so
+    they get no session span and no trace of their own; their exchanges are each their
+    own trace, found together by `mcp_layers.session`."""
+    return isinstance(session, str) and bool(session) and not session.startswith("c-")
+
+
 def session_id_allowed(record: dict[str, Any]) -> bool:
     """May `mcp.session.id` be set? Only for a real `Mcp-Session-Id` (not the client
     stand-in `c-…`) of a revision before 2026-07-28."""
-    session = record.get("session")
-    if not session or session.startswith("c-"):
+    if not is_real_session(record.get("session")):
         return False
     version = record.get("protocolVersion")
     return not (isinstance(version, str) and version >= SESSIONLESS_VERSION)
@@ -372,7 +380,8 @@ class SpanMapper:
         record_id = int(record["id"])
         start, end = _times(record)
         session = record.get("session")
-        if session:
+        if is_real_session(session):
+            assert session is not None
             trace_id = self.session_trace(session)
             parent: int | None = self.session_span_id(session)
             self._remember(self._first, session, start, keep_first=True)
@@ -443,7 +452,7 @@ class SpanMapper:
     def _session_span(self, record: dict[str, Any], out: Mapped) -> None:
         session = record.get("session")
         start, end = _times(record)
-        if not session:
+        if not is_real_session(session):
             return
         first = self._first.pop(session, start)
         trace_id, span_id = self.session_trace(session), self.session_span_id(session)

@@ -170,9 +170,13 @@ def test_a_notification_fails_only_on_its_acknowledgement() -> None:
 def test_no_session_id_for_2026_07_28_nor_for_the_client_stand_in() -> None:
     modern = one_span(request(1, protocolVersion="2026-07-28"))
     assert "mcp.session.id" not in modern.attributes
-    stand_in = one_span(request(2, session="c-1234"))
+    mapper = SpanMapper(RUN)
+    stand_in = one_span(request(2, session="c-1234"), mapper)
     assert "mcp.session.id" not in stand_in.attributes
     assert stand_in.attributes["mcp_layers.session"] == "c-1234"
+    # A stand-in never ends: no session span to hang under; each exchange its own trace.
+    again = one_span(request(3, session="c-1234"), mapper)
+    assert stand_in.parent_span_id is None and again.trace_id != stand_in.trace_id
 
 
 def test_a_retry_is_linked_to_the_attempt_it_repeats_even_in_another_session() -> None:
