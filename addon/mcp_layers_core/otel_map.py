@@ -454,6 +454,7 @@ class SpanMapper:
         start, end = _times(record)
         if not is_real_session(session):
             return
+        assert isinstance(session, str)
         first = self._first.pop(session, start)
         trace_id, span_id = self.session_trace(session), self.session_span_id(session)
         self._remember(self._generation, session, self._generation.get(session, 0) + 1)
