@@ -51,9 +51,12 @@ from mcp_layers_core.events import (
     StreamEnded,
 )
 from mcp_layers_core.flow_comment import comment_of, mark_of
-from mcp_layers_core.jsonl import RecordWriter
+from mcp_layers_core.jsonl import RecordWriter, run_file_name
+from mcp_layers_core.otel_config import parse_headers
+from mcp_layers_core.otel_map import run_of
 from mcp_layers_core.tracker import Settings, Tracker
 from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
+from mcp_layers_otel import LiveExporter
 from mcp_layers_startup import configure_or_refuse, refuse_bad_startup_options
 from mitmproxy import exceptions, hooks, http
 from mitmproxy.addonmanager import Loader
@@ -158,6 +161,8 @@ class Recorder:
         )
         self._outfile = outfile
         self._max_body = limits.MAX_BODY_BYTES
+        #: The OTLP export, when `mcp_otlp_endpoint` is set (docs/otel.md).
+        self.exporter: LiveExporter | None = None
         self._reported: set[str] = set()
         self.errors = 0
         #: MCP flows by id, from their request to their end; then, if their record is
@@ -229,6 +234,21 @@ class Recorder:
             "Put each record's verdict on its flow as mitmproxy's flow comment and marker "
             "(shown by mitmweb, kept in saved flows); the traffic is never touched.",
         )
+        loader.add_option(
+            "mcp_otlp_endpoint",
+            str,
+            "",
+            "Also send every exchange as an OpenTelemetry span (and the MCP metrics) to "
+            "this OTLP/HTTP collector, e.g. http://127.0.0.1:4318, in the background "
+            "(needs `pip install 'mcp-layers[otel]'`; docs/otel.md). Empty: off.",
+        )
+        loader.add_option(
+            "mcp_otlp_headers",
+            str,
+            "",
+            "Headers for the OTLP collector, `name=value,name2=value2` (values "
+            "URL-encoded), e.g. authorization=Bearer%20TOKEN. Never logged.",
+        )
         # The recorder loads last: every addon's options exist now, and mitmproxy still
         # holds the `--set` values it has not applied.
         if self._refuse_at_startup:
@@ -263,6 +283,8 @@ class Recorder:
                 on_error=logger.warning,
                 max_bytes=opts.mcp_record_max_mb * 1024 * 1024 or None,
             )
+        if updated & {"mcp_otlp_endpoint", "mcp_otlp_headers"}:
+            self._configure_export(opts.mcp_otlp_endpoint, opts.mcp_otlp_headers)
         # A fault preset names the scenario unless one is given (the fault addon's option).
         fault_preset = getattr(opts, "mcp_faults", "")
         default_scenario = fault_preset if fault_preset in faults.PRESETS else None
@@ -273,6 +295,28 @@ class Recorder:
             max_event_bytes=opts.mcp_max_event_kb * 1024,
             record_bodies=opts.mcp_record_bodies,
         )
+
+    def _configure_export(self, endpoint: str, headers: str) -> None:
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
+        if not endpoint.strip():
+            return
+        exporter = LiveExporter(
+            endpoint,
+            parse_headers(headers),
+            run_of(run_file_name(self.started)),
+            warn=logger.warning,
+        )
+        try:
+            exporter.start()  # the only place the OpenTelemetry SDK is imported
+        except ImportError as e:
+            raise exceptions.OptionsError(
+                f"mcp_otlp_endpoint needs the OpenTelemetry SDK ({e.name} is missing); "
+                "install it with pip install 'mcp-layers[otel]'"
+            ) from None
+        self.exporter = exporter
+        logger.info(f"mcp-layers: exporting OTLP to {exporter.endpoint}")
 
     # -- hooks: each turns the flow into one core event -------------------------------
 
@@ -368,6 +412,8 @@ class Recorder:
             if self.writer.lost:
                 logger.warning(f"mcp-layers: {self.writer.lost} records could not be written")
             self.writer.close()
+            if self.exporter is not None:
+                self.exporter.close()
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -375,6 +421,8 @@ class Recorder:
         records = self.tracker.handle(event)
         if records:
             self.writer.write(records)
+            if self.exporter is not None:
+                self.exporter.submit(records)
             if self.comments:
                 with self.guard("flow comment"):
                     self._comment(records, getattr(event, "flow", None))

@@ -423,6 +423,49 @@ def show(reading: Reading, session: str) -> None:
     write(reading, sessions_mod.SHOW_HEADERS, job.rows())
 
 
+@cli.command(short_help="Write recordings in another format (OTLP JSON for OpenTelemetry).")
+@click.option(
+    "--otlp-json",
+    "otlp_json",
+    metavar="OUT",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+    help="OTLP/JSON lines (one ExportTraceServiceRequest a line) for the Collector's "
+    "otlpjsonfile receiver; `-` for stdout. Needs pip install 'mcp-layers[otel]'.",
+)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+def export(otlp_json: str, paths: tuple[str, ...]) -> None:
+    """Write every exchange of the recordings as an OpenTelemetry span, by the MCP
+    semantic conventions: the same spans the addon sends live (docs/otel.md).
+
+    \b
+    Example:
+        mcp-layers export --otlp-json traces.jsonl recordings/
+    """
+    try:
+        from . import otel_export
+    except ImportError as exc:
+        raise UsageFailure(
+            f"export --otlp-json needs the OpenTelemetry SDK ({exc.name} is missing); "
+            "install it with pip install 'mcp-layers[otel]'"
+        ) from None
+    try:
+        with click.open_file(otlp_json, "w", encoding="utf-8", lazy=False) as out:
+            report = otel_export.export_otlp_json(list(paths), out, warn=_warn)
+    except NewerRecordVersion as exc:
+        raise LocatedFailure(str(exc)) from None
+    except AnalysisError as exc:
+        raise UsageFailure(str(exc)) from None
+    except OSError as exc:
+        raise UsageFailure(f"{otlp_json}: {exc.strerror or exc}") from None
+    if report.bad_lines:
+        _warn(f"mcp-layers: {report.bad_lines} bad lines skipped ({report.records} records read)")
+    if not report.records:
+        _warn("mcp-layers: no records in the input")
+        raise SystemExit(ExitStatus.NOTHING_MATCHED)
+    _warn(f"mcp-layers: {report.spans} spans from {report.records} records in {report.lines} lines")
+
+
 @cli.command(short_help="Print the path of the addon script, for mitmdump -s.")
 def addon() -> None:
     """Print the path of the installed addon script, to load it from any directory.

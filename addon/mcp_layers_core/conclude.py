@@ -77,6 +77,7 @@ class Concluding:
             p.safety,
             p.previous_session,
             (p.message, p.answer) if self._settings.record_bodies else None,
+            p.prompt,
         )
         if p.attempt is not None:
             self.retries.finish(p.attempt, ts, verdict.outcome, list(statuses), retry_after)

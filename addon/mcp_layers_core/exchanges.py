@@ -25,6 +25,7 @@ class PendingRequest:
     method: str
     tool: str | None
     record_id: int
+    prompt: str | None = None
     attempt: Attempt | None = None
     retry: RetryInfo = NOT_A_RETRY
     safety: str | None = None

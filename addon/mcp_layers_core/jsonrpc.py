@@ -119,7 +119,16 @@ def meta_of(msg: dict[str, Any]) -> dict[str, Any]:
 
 def tool_of(msg: dict[str, Any]) -> str | None:
     """`params.name` of a `tools/call`."""
-    if msg.get("method") != "tools/call":
+    return _name_of(msg, "tools/call")
+
+
+def prompt_of(msg: dict[str, Any]) -> str | None:
+    """`params.name` of a `prompts/get`."""
+    return _name_of(msg, "prompts/get")
+
+
+def _name_of(msg: dict[str, Any], method: str) -> str | None:
+    if msg.get("method") != method:
         return None
     params = msg.get("params")
     name = params.get("name") if isinstance(params, dict) else None

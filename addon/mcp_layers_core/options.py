@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import limits
+from .otel_config import OtlpConfigError, endpoint_base, parse_headers
 
 PREFIX = "mcp_"
 MAX_SCENARIO_CHARS = 200
@@ -39,6 +40,8 @@ SPECS: dict[str, Spec] = {
     "mcp_record_bodies": Spec("bool", "true"),
     "mcp_raw_session_ids": Spec("bool", "true"),
     "mcp_flow_comments": Spec("bool", "false"),
+    "mcp_otlp_endpoint": Spec("str", "http://127.0.0.1:4318"),
+    "mcp_otlp_headers": Spec("str", "'authorization=Bearer%20TOKEN'"),
     "mcp_faults": Spec("str", "errors.http_status_sequence"),
     "mcp_fault": Spec("str", "'http_status=503 nth=1'"),
     "mcp_fault_seed": Spec("int", "42"),
@@ -97,6 +100,16 @@ def check(name: str, value: object) -> None:
             f"mcp_scenario must be printable text of at most {MAX_SCENARIO_CHARS} characters, "
             "e.g. --set mcp_scenario=errors.http_status_sequence"
         )
+    if name == "mcp_otlp_endpoint" and str(value).strip():
+        try:
+            endpoint_base(str(value))
+        except OtlpConfigError as e:
+            raise OptionValueError(str(e)) from None
+    if name == "mcp_otlp_headers":
+        try:
+            parse_headers(str(value))
+        except OtlpConfigError as e:
+            raise OptionValueError(str(e)) from None
     if name == "mcp_record_dir" and not str(value).strip():
         raise OptionValueError(
             "mcp_record_dir is empty; name a directory, e.g. --set mcp_record_dir=recordings"

@@ -392,6 +392,7 @@ FIELDS: Final[tuple[Field, ...]] = (
         "records (see `serverMethod`) and `session_end` records",
     ),
     Field("tool", Str(), True, "`params.name` of a `tools/call`"),
+    _later("prompt", Str(), True, "`params.name` of a `prompts/get`"),
     Field(
         "postCount",
         Int(),

@@ -79,6 +79,7 @@ def record_of(finished: Finished, negotiation: bool | None = None) -> dict[str, 
 
 def request_record(f: FinishedRequest, negotiation: bool | None = None) -> dict[str, Any]:
     record = _flow_record(f.head, f.record_id, f.method, f.tool)
+    record["prompt"] = f.prompt
     add_verdict(record, f.rpc_id, f.verdict)
     if f.sse is not None:
         s = f.sse

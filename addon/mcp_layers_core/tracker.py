@@ -49,7 +49,15 @@ from .events import (
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
 from .finished import Finished, FinishedRequest, flow_of
 from .identify import Agent, Identifier, host
-from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response, tool_of
+from .jsonrpc import (
+    NOT_JSON,
+    id_key,
+    is_notification,
+    is_request,
+    is_response,
+    prompt_of,
+    tool_of,
+)
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, step
 from .records import record_of
 from .retries import (
@@ -219,6 +227,7 @@ class Tracker(Concluding, StreamReading):
     def _open_request(self, x: Exchange, msg: dict[str, Any], version: str | None) -> None:
         method, params = msg["method"], msg.get("params")
         p = PendingRequest(msg["id"], method, tool_of(msg), self._take_record_id())
+        p.prompt = prompt_of(msg)
         if self._settings.record_bodies:
             p.message = msg
         if p.method == "tools/call":
