@@ -111,6 +111,7 @@ class StreamReading:
         for msg in value if isinstance(value, list) else [value]:
             if not is_response(msg) or not isinstance(msg, dict):
                 continue
+            s.saw_jsonrpc = True  # MCP, if sent wrongly
             why = Note(NoteCode.SSE_EVENT_TYPE, item.event[:MAX_EVENT_TYPE_CHARS])
             p = self._addressee(x, msg)
             if p is not None and p.verdict is None:
@@ -123,6 +124,8 @@ class StreamReading:
                 records.append(
                     record_of(self._conclude_request(parked.x, parked.p, ts, answered=True))
                 )
+        # A feed of custom event types and no JSON-RPC is no MCP stream: stop reading it.
+        self._give_up_on_foreign_stream(x, s)
         return records
 
     @staticmethod

@@ -471,3 +471,14 @@ def test_2024_11_05_answer_in_another_event_type_never_reaches_the_client() -> N
     (rec,) = r.t.handle(ResponseBody(late, r.tick(), b"", 0))
     assert (rec["outcome"], rec["notes"]) == ("TRANSPORT_VIOLATION", ["202_for_request"])
     assert r.t.pending == 0
+
+
+def test_a_feed_of_custom_event_types_is_no_mcp_stream() -> None:
+    # Events of other types carry nothing a client reads: a GET stream of only those,
+    # with no JSON-RPC in them, stops being read like any other foreign stream.
+    r = Run()
+    get = r.other("GET", {"accept": "text/event-stream", **UA})
+    r.t.handle(ResponseStarted(get, r.tick(), 200, SSE))
+    for n in range(8):
+        assert r.chunk(get, f'event: update\ndata: {{"n": {n}}}\n\n'.encode()) == []
+    assert r.t.is_tracked(get) and not r.t.wants_chunks(get)
