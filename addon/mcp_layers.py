@@ -624,7 +624,16 @@ def _content(message: http.Message, picked: dict[str, str], cap: int) -> bytes |
         return raw
     if encoding not in ("gzip", "x-gzip", "deflate"):
         return None
-    inflater = zlib.decompressobj(wbits=47)  # gzip or zlib framing
+    out = _inflate(raw, cap, 47)  # gzip or zlib framing
+    if out is None and encoding == "deflate":
+        # Raw deflate (no zlib header): HTTP clients (httpx among them) accept it too.
+        out = _inflate(raw, cap, -15)
+    return out
+
+
+def _inflate(raw: bytes, cap: int, wbits: int) -> bytes | None:
+    """At most `cap` inflated bytes of `raw`, or None (corrupt, or more than `cap`)."""
+    inflater = zlib.decompressobj(wbits=wbits)
     try:
         out = inflater.decompress(raw, cap + 1)
     except zlib.error:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .classify import Outcome, Verdict, http_error
+from .classify import Outcome, Verdict, http_error, violation
 from .exchanges import Exchange, PendingRequest, StreamState
 from .finished import FinishedMessage, FinishedRequest, FinishedSession, Head, SseSummary
 from .notes import Note
@@ -57,8 +57,18 @@ class Concluding:
         failed = x.status is not None and not 200 <= x.status < 300
         if failed and verdict.outcome is not Outcome.HTTP_ERROR:
             # The transport decides first: an answer inside an error status is kept only
-            # for its JSON-RPC error fields.
-            verdict = Verdict(Outcome.HTTP_ERROR, verdict.error_code, verdict.error_message)
+            # for its JSON-RPC error fields (and why they stand without an id, say).
+            verdict = Verdict(
+                Outcome.HTTP_ERROR, verdict.error_code, verdict.error_message, note=verdict.note
+            )
+        elif (
+            x.fault is not None
+            and x.status is not None  # None: the body broke, the client got no answer
+            and not p.via_stream
+            and verdict.outcome not in (Outcome.HTTP_ERROR, Outcome.TRANSPORT_VIOLATION)
+        ):
+            # A stream in a 202's clothes: the client discarded it, whatever it carried.
+            verdict = violation(x.fault, verdict)
         retry_after = retry_after_ms(x.retry_after, ts) if failed else None
         statuses = (*p.retry.earlier_statuses, *(() if x.status is None else (x.status,)))
         s = x.stream

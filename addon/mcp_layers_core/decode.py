@@ -13,20 +13,55 @@ from typing import Any
 
 from .jsonrpc import NOT_JSON, messages_of, try_loads
 from .notes import Note
+from .record import NoteCode
 from .sse import SseAnomaly, SseEvent, SseParser
 
 #: Content codings of a stream the core inflates (wbits=47 takes gzip and zlib framing).
 INFLATABLE = frozenset({"gzip", "x-gzip", "deflate"})
 
+#: A UTF-8 byte order mark. RFC 8259: a JSON parser MAY ignore one before the text.
+BOM = b"\xef\xbb\xbf"
+
+#: A content coding named in a note is cut to this many characters (it is the server's).
+_MAX_CODING_CHARS = 40
+
 
 def post_messages(body: bytes | None, max_bytes: int) -> list[dict[str, Any]] | None:
-    """The JSON-RPC messages of a POST body, or None: not MCP (or too large to look at)."""
+    """The JSON-RPC messages of a POST body, or None: not MCP (or too large to look at).
+
+    A leading BOM is read past: a server may read the JSON after it, or reject it, and
+    either way the exchange is recorded (`has_bom` tells the tracker to say so).
+    """
     if body is None or len(body) > max_bytes:
         return None  # too large to look at: not recognised as MCP (documented)
+    if body.startswith(BOM):
+        body = body[len(BOM) :]
     # Cheap refusal first: most non-MCP POSTs are not JSON at all.
     if body.lstrip()[:1] not in (b"{", b"["):
         return None
     return messages_of(try_loads(body)) or None
+
+
+def has_bom(body: bytes | None) -> bool:
+    return body is not None and body.startswith(BOM)
+
+
+def content_coding(content_encoding: str | None) -> str:
+    """`gzip` from ` GZip `; `identity` when there is none."""
+    return (content_encoding or "identity").strip().lower()
+
+
+def unread_body_note(size: int, coding: str, max_bytes: int) -> Note:
+    """Why the adapter handed no body: streamed past unseen (size 0), over the cap, or an
+    encoding it does not decode (br, zstd) or could not (corrupt, or inflating past the
+    cap)."""
+    if not size:
+        return Note(NoteCode.BODY_UNSEEN)
+    if size > max_bytes or coding in ("", "identity"):
+        return Note(NoteCode.BODY_OVER_CAP, size)
+    if coding in INFLATABLE:
+        return Note(NoteCode.BODY_UNDECODABLE, coding)
+    return Note(NoteCode.ENCODED_BODY, coding[:_MAX_CODING_CHARS])
 
 
 def media_type(content_type: str | None) -> str | None:
@@ -60,7 +95,7 @@ class StreamDecoder:
         self._inflater: Any = None
         self.readable = True
         self.failure: Note | None = None
-        encoding = (content_encoding or "identity").strip().lower()
+        encoding = content_coding(content_encoding)
         if encoding in INFLATABLE:
             # Chunks are raw wire bytes: the proxy does not decode a streamed body.
             self._inflater = zlib.decompressobj(wbits=47)

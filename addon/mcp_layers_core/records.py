@@ -198,8 +198,8 @@ def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) ->
     record["isError"] = verdict.is_error
     record["outcome"] = verdict.outcome.value
     record["layer"] = verdict.layer.value
-    if verdict.note:
-        record["notes"].append(verdict.note)
+    if verdict.note is not None:
+        record["notes"].append(render_note(verdict.note))
 
 
 def sse_summary(events: int, final: bool, end: str, resumed: bool = False) -> dict[str, Any]:

@@ -45,7 +45,9 @@ except ImportError:  # pragma: no cover - the addon also loads into a bare mitmp
 VOLATILE_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
 
 #: Outcomes after which a side effect may or may not have happened.
-UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE})
+#: A TRANSPORT_VIOLATION was answered by the server (the tool may have run) in a form
+#: the client could not take: its side effect is as uncertain as a lost answer's.
+UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE, Outcome.TRANSPORT_VIOLATION})
 
 
 def _canonical_safe(value: object) -> bytes:

@@ -36,6 +36,9 @@ class Session:
     posts: int = 0
     ended: str | None = None  # delete | not_found | shutdown
     get_streams: int = 0
+    #: Open 2024-11-05 GET streams that announced this session (`endpoint` event): while
+    #: one is open, a POST's answer travels on it, not in the POST's own response.
+    legacy_streams: int = 0
     server_requests: int = 0
     server_notifications: int = 0
 

@@ -8,9 +8,9 @@ makes is one of `lifecycle.TRANSITIONS` (one table, in the spirit of h11's `_sta
 its flow waits for headers, then for a buffered body or a stream, and ends exactly once,
 by its body, the end of its stream, an error or the proxy stopping. A request may then
 wait beyond its flow (`waiting.py`): *parked* for an answer on a GET stream of the same
-session (a 2024-11-05 `202`; a 2025-11-25 stream that ended after an event id), or
-*held* when it was a rejected version probe, until the client's next POST says whether
-that was negotiation.
+session (a 2024-11-05 `202` while the session's endpoint stream is open; a 2025-11-25
+stream that ended after an event id), or *held* when it was a rejected version probe,
+until the client's next POST says whether that was negotiation.
 
 Finishing is one path (`_finish` -> `_conclude_*`): the exchange's state is copied into
 a frozen value (`finished.py`), the books learn from it explicitly (`retries.finish`,
@@ -32,9 +32,25 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from .classify import Outcome, Verdict, classify_answer, http_error
+from .classify import (
+    Outcome,
+    Verdict,
+    answer_form_fault,
+    batch_allowed,
+    classify_answer,
+    http_error,
+    violation,
+)
 from .conclude import Concluding
-from .decode import StreamDecoder, answer_value, media_type, post_messages
+from .decode import (
+    StreamDecoder,
+    answer_value,
+    content_coding,
+    has_bom,
+    media_type,
+    post_messages,
+    unread_body_note,
+)
 from .events import (
     Event,
     FlowFailed,
@@ -221,6 +237,8 @@ class Tracker(Concluding, StreamReading):
             x.notes.add("batch", len(messages))
         if any(m.get("method") == "subscriptions/listen" for m in requests):
             x.notes.add("subscription")  # long by design: not slow, not hung
+        if has_bom(ev.body):
+            x.notes.add("request_bom")  # the server may have read it, or refused it
         self._exchanges[ev.flow] = x
         return records
 
@@ -228,6 +246,7 @@ class Tracker(Concluding, StreamReading):
         method, params = msg["method"], msg.get("params")
         p = PendingRequest(msg["id"], method, tool_of(msg), self._take_record_id())
         p.prompt = prompt_of(msg)
+        p.task = isinstance(params, dict) and isinstance(params.get("task"), dict)
         if self._settings.record_bodies:
             p.message = msg
         if p.method == "tools/call":
@@ -306,6 +325,9 @@ class Tracker(Concluding, StreamReading):
         x.status = ev.status
         x.content_type = media_type(ev.headers.get("content-type"))
         x.retry_after = ev.headers.get("retry-after")
+        x.content_coding = content_coding(ev.headers.get("content-encoding"))
+        if x.kind == "request":
+            x.fault = answer_form_fault(ev.status, x.content_type)
         issued = ev.headers.get("mcp-session-id")
         if issued and x.kind == "request" and any(p.method == "initialize" for p in x.requests):
             self._adopt_session(x, issued)
@@ -321,9 +343,7 @@ class Tracker(Concluding, StreamReading):
             # (and a JSON-RPC error among them) are worth recording.
             if x.kind == "stream":
                 x.session.get_streams += 1
-            decoder = StreamDecoder(
-                ev.headers.get("content-encoding"), self._settings.max_event_bytes
-            )
+            decoder = StreamDecoder(x.content_coding, self._settings.max_event_bytes)
             x.stream = StreamState(decoder, ev.framed)
             if decoder.failure is not None:
                 x.notes.add_note(decoder.failure)
@@ -354,28 +374,36 @@ class Tracker(Concluding, StreamReading):
             for p in x.requests:
                 p.verdict = verdict
             return []
-        answer = answer_value(ev.body)
-        if x.status == 202 and not _is_answer(answer):
-            # 2024-11-05: "Accepted" (SDKs send that word as the body); the answer will
-            # come on the session's GET stream.
-            records: list[dict[str, Any]] = []
+        if x.fault is not None:
+            if x.session.legacy_streams:
+                # 2024-11-05: the POST is only acknowledged ("Accepted"); the answer
+                # comes on the session's GET stream (a client reads nothing else).
+                records: list[dict[str, Any]] = []
+                for p in x.requests:
+                    records += self._park(x, p, ev.ts, Cause.ACCEPTED)
+                return records
+            # The client rejects or discards this answer whatever it says.
+            verdict = violation(x.fault, http_error(ev.body))
             for p in x.requests:
-                records += self._park(x, p, ev.ts, Cause.ACCEPTED)
-            return records
+                p.verdict = verdict
+            return []
         if ev.body is None:
             # Over the cap, undecodable, or streamed past the addon unseen (size 0).
-            if ev.body_size:
-                x.notes.add("body_over_cap", ev.body_size)
-            else:
-                x.notes.add("body_unseen")
+            x.notes.add_note(
+                unread_body_note(ev.body_size, x.content_coding, self._settings.max_body_bytes)
+            )
             for p in x.requests:
                 p.verdict = Verdict(Outcome.UNINSPECTED)
             return []
+        answer = answer_value(ev.body)
         if not ev.body:
             x.notes.add("empty_body")
-        if len(x.requests) == 1 and not isinstance(answer, list):
+        single = len(x.requests) == 1
+        if single and (not isinstance(answer, list) or not batch_allowed(x.protocol_version)):
+            # An array answers one request only where batches exist (2025-03-26); else
+            # the judge calls it what it is.
             p = x.requests[0]
-            p.verdict = classify_answer(p.method, p.rpc_id, answer)
+            p.verdict = self._judge(x, p, answer)
             self._learn(x, p, answer)
             return []
         # A batch: each answer finds its request by id.
@@ -384,14 +412,17 @@ class Tracker(Concluding, StreamReading):
             if is_response(msg) and isinstance(msg, dict):
                 asked = x.by_id.get(id_key(msg.get("id")))
                 if asked is not None and asked.verdict is None:
-                    asked.verdict = classify_answer(asked.method, asked.rpc_id, msg)
+                    asked.verdict = self._judge(x, asked, msg)
                     self._learn(x, asked, msg)
         for p in x.requests:
             if p.verdict is None:
-                p.verdict = classify_answer(
-                    p.method, p.rpc_id, answer if answer is NOT_JSON else None
-                )
+                p.verdict = self._judge(x, p, answer if answer is NOT_JSON else None)
         return []
+
+    @staticmethod
+    def _judge(x: Exchange, p: PendingRequest, answer: object) -> Verdict:
+        """The verdict on `answer` to `p`, by the rules of the exchange's version."""
+        return classify_answer(p.method, p.rpc_id, answer, version=x.protocol_version, task=p.task)
 
     def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None:
         """What an answer teaches: the negotiated version, the tools' annotations."""
@@ -428,7 +459,7 @@ class Tracker(Concluding, StreamReading):
         self, parked: Parked, msg: dict[str, Any], ts: float
     ) -> list[dict[str, Any]]:
         p, x = parked.p, parked.x
-        p.verdict = classify_answer(p.method, p.rpc_id, msg)
+        p.verdict = self._judge(x, p, msg)
         p.resumed = parked.resumable
         self._learn(x, p, msg)
         return [self._record(self._conclude_request(x, p, ts, answered=True))]
@@ -549,12 +580,6 @@ class Tracker(Concluding, StreamReading):
         if not self._waiting.held:
             return []  # the usual case, on every POST
         return [self._record(f, negotiation) for f in self._waiting.release(agent, why)]
-
-
-def _is_answer(value: object) -> bool:
-    """A JSON-RPC answer (or a batch of them), as opposed to an acknowledgement."""
-    items = value if isinstance(value, list) else [value]
-    return bool(items) and all(is_response(m) for m in items)
 
 
 def _is_negotiation_candidate(f: Finished) -> bool:
