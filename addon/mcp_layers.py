@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any
 # mitmproxy puts this file's folder on sys.path only while importing it, so the core
 # must be imported here, at the top, not lazily inside a hook.
 from mcp_layers_core import faults, limits, options
+from mcp_layers_core.decode import decoded_body
 from mcp_layers_core.events import (
     WANTED_REQUEST_HEADERS,
     WANTED_RESPONSE_HEADERS,
@@ -615,30 +615,8 @@ def _pick(headers: http.Headers, names: dict[bytes, str]) -> dict[str, str]:
 
 
 def _content(message: http.Message, picked: dict[str, str], cap: int) -> bytes | None:
-    """The body, decoded only when it is encoded, and never past `cap` bytes: a small
-    gzip can hold gigabytes of zeros. None when it cannot be read within that (over the
-    cap, corrupt, or an encoding with no bounded decoder at hand: br, zstd)."""
-    raw = message.raw_content
-    encoding = picked.get("content-encoding", "identity").strip().lower()
-    if raw is None or encoding in ("", "identity"):
-        return raw
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        return None
-    out = _inflate(raw, cap, 47)  # gzip or zlib framing
-    if out is None and encoding == "deflate":
-        # Raw deflate (no zlib header): HTTP clients (httpx among them) accept it too.
-        out = _inflate(raw, cap, -15)
-    return out
-
-
-def _inflate(raw: bytes, cap: int, wbits: int) -> bytes | None:
-    """At most `cap` inflated bytes of `raw`, or None (corrupt, or more than `cap`)."""
-    inflater = zlib.decompressobj(wbits=wbits)
-    try:
-        out = inflater.decompress(raw, cap + 1)
-    except zlib.error:
-        return None
-    return None if len(out) > cap or inflater.unconsumed_tail else out
+    """The body as the core reads it (decoded there, never past `cap` bytes)."""
+    return decoded_body(message.raw_content, picked.get("content-encoding"), cap)
 
 
 def _is_event_stream(picked: dict[str, str]) -> bool:

@@ -26,6 +26,32 @@ BOM = b"\xef\xbb\xbf"
 _MAX_CODING_CHARS = 40
 
 
+def decoded_body(raw: bytes | None, content_encoding: str | None, cap: int) -> bytes | None:
+    """A buffered body, decoded only when it is encoded, and never past `cap` bytes: a
+    small gzip can hold gigabytes of zeros. None when it cannot be read within that (over
+    the cap, corrupt, or an encoding with no bounded decoder at hand: br, zstd)."""
+    encoding = (content_encoding or "identity").strip().lower()
+    if raw is None or encoding in ("", "identity"):
+        return raw
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        return None
+    out = _inflate(raw, cap, 47)  # gzip or zlib framing
+    if out is None and encoding == "deflate":
+        # Raw deflate (no zlib header): HTTP clients (httpx among them) accept it too.
+        out = _inflate(raw, cap, -15)
+    return out
+
+
+def _inflate(raw: bytes, cap: int, wbits: int) -> bytes | None:
+    """At most `cap` inflated bytes of `raw`, or None (corrupt, or more than `cap`)."""
+    inflater = zlib.decompressobj(wbits=wbits)
+    try:
+        out = inflater.decompress(raw, cap + 1)
+    except zlib.error:
+        return None
+    return None if len(out) > cap or inflater.unconsumed_tail else out
+
+
 def post_messages(body: bytes | None, max_bytes: int) -> list[dict[str, Any]] | None:
     """The JSON-RPC messages of a POST body, or None: not MCP (or too large to look at).
 
