@@ -45,6 +45,7 @@ from .events import (
     ResponseStarted,
     StreamChunk,
     StreamEnded,
+    Tick,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
 from .finished import Finished, FinishedRequest
@@ -78,7 +79,11 @@ class Tracker(Concluding, StreamReading):
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings or Settings()
         self._exchanges: OrderedDict[str, Exchange] = OrderedDict()
-        self.sessions = SessionBook(self._settings.raw_session_ids, self._settings.max_sessions)
+        self.sessions = SessionBook(
+            self._settings.raw_session_ids,
+            self._settings.max_sessions,
+            self._settings.session_idle_s,
+        )
         self.retries = RetryBook()
         self.safety = ToolSafetyBook()
         self._waiting = WaitingRoom(self._settings)
@@ -93,6 +98,8 @@ class Tracker(Concluding, StreamReading):
     def settings(self, value: Settings) -> None:
         self._settings = value
         self.sessions.raw_ids = value.raw_session_ids
+        self.sessions.max_sessions = value.max_sessions
+        self.sessions.idle_s = value.session_idle_s
         self._waiting.settings = value
         self._who.max_agents = value.max_sessions
 
@@ -134,15 +141,26 @@ class Tracker(Concluding, StreamReading):
 
     def handle(self, event: Event) -> list[dict[str, Any]]:
         """Advance the state with one event; return the records it finished (maybe none)."""
+        records = self._handle(event)
+        if self.sessions.dropped:
+            # Sessions the book's cap pushed out while it took this event: their end is
+            # written now, not at shutdown.
+            records += self._end_sessions(self.sessions.take_dropped(), event.ts)
+        return records
+
+    def _handle(self, event: Event) -> list[dict[str, Any]]:
         if isinstance(event, PostReceived):
             return self._expire(event.ts) + self._post(event)
         if isinstance(event, OtherRequest):
             return self._expire(event.ts) + self._other(event)
         if isinstance(event, ProxyStopping):
             return self._stop(event)
+        if isinstance(event, Tick):
+            return self._expire(event.ts)
         x = self._exchanges.get(event.flow)
         if x is None:
             return []  # not MCP, or already written (an error hook after shutdown)
+        self.sessions.touch(x.session, event.ts)
         nxt = TRANSITIONS[x.phase].get(type(event))
         if nxt is None:
             step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
@@ -429,9 +447,10 @@ class Tracker(Concluding, StreamReading):
         return records
 
     def _expire(self, now: float) -> list[dict[str, Any]]:
+        idle = self.sessions.idle(now)  # one comparison, unless a session may be idle
+        records = self._end_sessions(idle, now) if idle else []
         if not self._waiting.parked and not self._waiting.unclaimed:
-            return []  # the usual case, on every request and every stream chunk
-        records: list[dict[str, Any]] = []
+            return records  # the usual case, on every request and every stream chunk
         for parked in self._waiting.expire(now):
             records += self._finish_parked(parked, now, "not_resumed")
         return records
@@ -471,6 +490,14 @@ class Tracker(Concluding, StreamReading):
             session.ended = "shutdown"
             records.append(record_of(self._conclude_session(session, None, ev.ts, ev.ts, None)))
         return records
+
+    def _end_sessions(self, sessions: list[Session], now: float) -> list[dict[str, Any]]:
+        """The `session_end` of sessions that ended idle or were forgotten past the cap:
+        `ts` is their last traffic, `durationMs` how long after it they were ended."""
+        return [
+            record_of(self._conclude_session(s, None, min(s.last_seen, now), now, None))
+            for s in sessions
+        ]
 
     def _finish_all_parked(self, ts: float) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
