@@ -18,7 +18,7 @@ from .decode import event_value
 from .exchanges import Exchange, PendingRequest, StreamState
 from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response
 from .lifecycle import Cause
-from .sse import SseAnomaly, SseEvent
+from .sse import EVENT_OVER_BUDGET, EVENT_OVER_CAP, SseAnomaly, SseEvent
 
 if TYPE_CHECKING:
     from .exchanges import Parked
@@ -65,7 +65,7 @@ class StreamReading:
         self, x: Exchange, s: StreamState, item: SseEvent | SseAnomaly, ts: float
     ) -> list[dict[str, Any]]:
         if isinstance(item, SseAnomaly):
-            if item.kind == "event_over_cap":
+            if item.kind in (EVENT_OVER_CAP, EVENT_OVER_BUDGET):
                 s.skipped_event = True
             x.notes.repeat(f"sse_{item.kind}", item.skipped_bytes)
             return []

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from .budget import BufferBudget
 from .classify import Outcome, Verdict, classify_answer, http_error
 from .conclude import Concluding
 from .decode import StreamDecoder, answer_value, media_type, post_messages
@@ -86,6 +87,7 @@ class Tracker(Concluding, StreamReading):
         )
         self.retries = RetryBook()
         self.safety = ToolSafetyBook()
+        self.buffers = BufferBudget(self._settings.max_buffered_bytes)
         self._waiting = WaitingRoom(self._settings)
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
@@ -100,6 +102,7 @@ class Tracker(Concluding, StreamReading):
         self.sessions.raw_ids = value.raw_session_ids
         self.sessions.max_sessions = value.max_sessions
         self.sessions.idle_s = value.session_idle_s
+        self.buffers.limit = value.max_buffered_bytes
         self._waiting.settings = value
         self._who.max_agents = value.max_sessions
 
@@ -328,7 +331,7 @@ class Tracker(Concluding, StreamReading):
             if x.kind == "stream":
                 x.session.get_streams += 1
             decoder = StreamDecoder(
-                ev.headers.get("content-encoding"), self._settings.max_event_bytes
+                ev.headers.get("content-encoding"), self._settings.max_event_bytes, self.buffers
             )
             x.stream = StreamState(decoder, ev.framed)
             if decoder.failure is not None:
@@ -521,6 +524,8 @@ class Tracker(Concluding, StreamReading):
         """Write what this exchange still owes. Called once per exchange."""
         self._exchanges.pop(x.flow, None)
         phase, x.phase = x.phase, Phase.DONE
+        if x.stream is not None:
+            x.stream.decoder.release()  # its bytes leave the budget with it
         finished: list[Finished] = []
         if x.kind == "session_end":
             finished.append(self._conclude_delete(x, ts))
