@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from mcp_layers_core.jsonl import OTHER_RUN_QUIET_S, RecordWriter, run_file_name
+
+pytestmark = pytest.mark.opaque_records  # the records here are payloads, not records
 
 KIB = 1024
 DAY = 86400.0
