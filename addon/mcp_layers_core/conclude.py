@@ -48,6 +48,7 @@ class Concluding:
             self._settings.scenario,
             x.injected,
             x.notes.snapshot(),
+            x.flow,
         )
 
     def _conclude_request(
@@ -145,4 +146,5 @@ class Concluding:
             end_reason=end_reason if delete_notes is not None else session.ended,
             stats=session.stats(),
             delete_notes=delete_notes,
+            flow=x.flow if x else None,
         )

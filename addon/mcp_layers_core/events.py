@@ -120,6 +120,7 @@ class Tick:
 
 Event = (
     PostReceived
+    | OtherRequest
     | ResponseStarted
     | ResponseBody
     | StreamChunk

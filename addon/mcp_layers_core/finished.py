@@ -35,6 +35,7 @@ class Head(NamedTuple):
     scenario: str | None
     injected: dict[str, str] | None
     notes: tuple[Note, ...]
+    flow: str  # the adapter's flow id: not in the record; lets the adapter find the flow
 
 
 class SseSummary(NamedTuple):
@@ -91,6 +92,14 @@ class FinishedSession(NamedTuple):
     stats: dict[str, int]
     #: The client's DELETE: its flow's notes, then how the DELETE went. None otherwise.
     delete_notes: tuple[Note, ...] | None
+    #: The flow that ended the session (a DELETE, a POST answered 404); None at shutdown.
+    flow: str | None
 
 
 Finished = FinishedRequest | FinishedMessage | FinishedSession
+
+
+def flow_of(finished: Finished) -> str | None:
+    """The id of the flow a finished value's record belongs to (None: no flow, the
+    proxy's own end of a session)."""
+    return finished.flow if isinstance(finished, FinishedSession) else finished.head.flow

@@ -145,7 +145,9 @@ def session_record(f: FinishedSession) -> dict[str, Any]:
     return record
 
 
-def _flow_record(head: Head, record_id: int, method: str | None, tool: str | None) -> dict:
+def _flow_record(
+    head: Head, record_id: int, method: str | None, tool: str | None
+) -> dict[str, Any]:
     record = base_record(
         record_id=record_id,
         kind=head.kind,

@@ -42,7 +42,7 @@ class StreamReading:
         def _park(
             self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
         ) -> list[dict[str, Any]]: ...
-        def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict]: ...
+        def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict[str, Any]]: ...
         def _finish(self, x: Exchange, ts: float) -> list[dict[str, Any]]: ...
 
     def _chunk(self, x: Exchange, data: bytes, ts: float) -> list[dict[str, Any]]:
@@ -52,8 +52,7 @@ class StreamReading:
         if s is None or not s.decoder.readable or not data:
             return []
         items = s.decoder.feed(data)
-        if not s.decoder.readable:
-            assert s.decoder.failure is not None
+        if s.decoder.failure is not None:  # this chunk made the stream unreadable
             x.notes.add_note(s.decoder.failure)
             return []
         records: list[dict[str, Any]] = []
@@ -138,7 +137,7 @@ class StreamReading:
             query = parse_qs(urlsplit(data.strip()).query)
         except ValueError:  # not a URL at all (`http://[x/…`): no session to learn
             return
-        found = (query.get("session_id") or query.get("sessionId") or [None])[0]
+        found = next(iter(query.get("session_id") or query.get("sessionId") or []), None)
         if found:
             s.saw_jsonrpc = True
             x.session.get_streams = max(0, x.session.get_streams - 1)

@@ -49,7 +49,7 @@ from .events import (
     Tick,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
-from .finished import Finished, FinishedRequest
+from .finished import Finished, FinishedRequest, flow_of
 from .identify import Agent, Identifier, host
 from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response, tool_of
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, step
@@ -91,6 +91,9 @@ class Tracker(Concluding, StreamReading):
         self._waiting = WaitingRoom(self._settings)
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
+        #: record id -> flow id of each record `handle` returns, while the adapter wants
+        #: them (None: it does not; the adapter pops each entry as it takes the record).
+        self.record_flows: dict[int, str] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -166,7 +169,7 @@ class Tracker(Concluding, StreamReading):
         self.sessions.touch(x.session, event.ts)
         nxt = TRANSITIONS[x.phase].get(type(event))
         if nxt is None:
-            step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
+            nxt = step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
         if nxt is not Phase.DONE:
             x.phase = nxt  # DONE is entered by `_finish` alone, once
         if isinstance(event, StreamChunk):
@@ -391,10 +394,10 @@ class Tracker(Concluding, StreamReading):
         answers = answer if isinstance(answer, list) else [answer]
         for msg in answers:
             if is_response(msg) and isinstance(msg, dict):
-                p = x.by_id.get(id_key(msg.get("id")))
-                if p is not None and p.verdict is None:
-                    p.verdict = classify_answer(p.method, p.rpc_id, msg)
-                    self._learn(x, p, msg)
+                asked = x.by_id.get(id_key(msg.get("id")))
+                if asked is not None and asked.verdict is None:
+                    asked.verdict = classify_answer(asked.method, asked.rpc_id, msg)
+                    self._learn(x, asked, msg)
         for p in x.requests:
             if p.verdict is None:
                 p.verdict = classify_answer(
@@ -418,7 +421,9 @@ class Tracker(Concluding, StreamReading):
 
     # -- parked requests ----------------------------------------------------------------
 
-    def _park(self, x: Exchange, p: PendingRequest, ts: float, cause: Cause) -> list[dict]:
+    def _park(
+        self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
+    ) -> list[dict[str, Any]]:
         """Wait for `p`'s answer on another stream (it may even be there already)."""
         step(x.phase, cause, x.flow)
         p.via_stream = True
@@ -431,16 +436,18 @@ class Tracker(Concluding, StreamReading):
             return self._finish_parked(evicted, ts, "evicted_parked_cap")
         return []
 
-    def _answer_parked(self, parked: Parked, msg: dict[str, Any], ts: float) -> list[dict]:
+    def _answer_parked(
+        self, parked: Parked, msg: dict[str, Any], ts: float
+    ) -> list[dict[str, Any]]:
         p, x = parked.p, parked.x
         p.verdict = classify_answer(p.method, p.rpc_id, msg)
         p.resumed = parked.resumable
         self._learn(x, p, msg)
-        return [record_of(self._conclude_request(x, p, ts, answered=True))]
+        return [self._record(self._conclude_request(x, p, ts, answered=True))]
 
     def _finish_parked(self, parked: Parked, ts: float, note: str) -> list[dict[str, Any]]:
         parked.x.notes.add_once(note)
-        return [record_of(self._conclude_request(parked.x, parked.p, ts, answered=False))]
+        return [self._record(self._conclude_request(parked.x, parked.p, ts, answered=False))]
 
     def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict[str, Any]]:
         """The GET stream that was to carry 2024-11-05 answers is gone: they are lost."""
@@ -491,7 +498,7 @@ class Tracker(Concluding, StreamReading):
         self._waiting.unclaimed.clear()  # nothing is left to claim them
         for session in self.sessions.live_real():
             session.ended = "shutdown"
-            records.append(record_of(self._conclude_session(session, None, ev.ts, ev.ts, None)))
+            records.append(self._record(self._conclude_session(session, None, ev.ts, ev.ts, None)))
         return records
 
     def _end_sessions(self, sessions: list[Session], now: float) -> list[dict[str, Any]]:
@@ -548,14 +555,23 @@ class Tracker(Concluding, StreamReading):
                 # if the proxy stopped.
                 return self._release_held(overflow, negotiation=False, why=Cause.EVICTED)
             return []
-        return [record_of(f) for f in finished]
+        return [self._record(f) for f in finished]
+
+    def _record(self, f: Finished, negotiation: bool | None = None) -> dict[str, Any]:
+        """Every record is built here: the one place that notes which flow it is of."""
+        record = record_of(f, negotiation)
+        if self.record_flows is not None:
+            flow = flow_of(f)
+            if flow is not None:
+                self.record_flows[record["id"]] = flow
+        return record
 
     def _release_held(
         self, agent: Agent, *, negotiation: bool, why: Cause | type
     ) -> list[dict[str, Any]]:
         if not self._waiting.held:
             return []  # the usual case, on every POST
-        return [record_of(f, negotiation) for f in self._waiting.release(agent, why)]
+        return [self._record(f, negotiation) for f in self._waiting.release(agent, why)]
 
 
 def _is_answer(value: object) -> bool:
