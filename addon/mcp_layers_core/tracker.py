@@ -505,7 +505,7 @@ class Tracker(Concluding, StreamReading):
         """The `session_end` of sessions that ended idle or were forgotten past the cap:
         `ts` is their last traffic, `durationMs` how long after it they were ended."""
         return [
-            record_of(self._conclude_session(s, None, min(s.last_seen, now), now, None))
+            self._record(self._conclude_session(s, None, min(s.last_seen, now), now, None))
             for s in sessions
         ]
 
