@@ -157,7 +157,7 @@ class CoreSoak:
     def state(self) -> dict[str, int]:
         t = self.t
         return {
-            "sessions": len(t.sessions),
+            "session_book": len(t.sessions),
             "ended_memo": t.sessions.ended_memo,
             "retry_signatures": len(t.retries._last),
             "tool_names": len(t.safety),
@@ -182,7 +182,7 @@ def core_run(hours: float, rps: float, samples: int = 12, seed: int = 19) -> dic
             {
                 "sim_hours": round((soak.now - 1_800_000_000.0) / 3600, 2),
                 "requests": soak.requests,
-                "sessions": k,
+                "sessions_started": k,
                 "rss_mib": round(rss_kib_self() / 1024, 1),
                 "heap_blocks": sys.getallocatedblocks(),
                 **soak.state(),
