@@ -25,6 +25,8 @@ metadata, shown by mitmweb and kept in saved flows; the traffic is not touched.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -49,6 +51,7 @@ from mcp_layers_core.events import (
     ResponseStarted,
     StreamChunk,
     StreamEnded,
+    Tick,
 )
 from mcp_layers_core.flow_comment import comment_of, mark_of
 from mcp_layers_core.jsonl import RecordWriter, run_file_name
@@ -67,6 +70,9 @@ logger = logging.getLogger(__name__)
 #: flow.metadata key set while a request the fault injector asked about (and so the
 #: recorder already read) waits for the recorder's own `request` hook.
 OBSERVED_KEY = "mcp_layers.observed"
+
+#: Seconds between the recorder's clock ticks (idle sessions, expiries, retention).
+TICK_S = 5.0
 
 #: flow.metadata key: the ids of the records commented on this flow (a saved flow keeps
 #: it, so a flow can be matched with its records).
@@ -175,6 +181,7 @@ class Recorder:
         # The script's instance stops the proxy on a bad option at start-up (see
         # mcp_layers_startup); an instance a test builds raises OptionsError.
         self._refuse_at_startup = refuse_at_startup
+        self._ticker: asyncio.Task[None] | None = None
 
     # -- options --------------------------------------------------------------------
 
@@ -212,6 +219,40 @@ class Recorder:
             0,
             "Rotate the recording to a numbered part once it reaches this many MiB "
             "(0: never); a record is never split.",
+        )
+        loader.add_option(
+            "mcp_retain_mb",
+            int,
+            0,
+            "Keep at most this many MiB of this addon's recording files in mcp_record_dir, "
+            "deleting the oldest (0: off). Parts rotate at a tenth of it unless "
+            "mcp_record_max_mb says otherwise.",
+        )
+        loader.add_option(
+            "mcp_retain_days",
+            int,
+            0,
+            "Delete this addon's recording files older than this many days (0: off).",
+        )
+        loader.add_option(
+            "mcp_max_buffered_mb",
+            int,
+            limits.MAX_BUFFERED_BYTES // 1024 // 1024,
+            "All SSE streams together buffer at most this many MiB of unfinished events; "
+            "past it the event that grows is dropped unparsed and noted.",
+        )
+        loader.add_option(
+            "mcp_max_sessions",
+            int,
+            limits.MAX_SESSIONS,
+            "Sessions remembered; past it the least recently seen is forgotten, and its "
+            "session_end (evicted) written.",
+        )
+        loader.add_option(
+            "mcp_session_idle_s",
+            int,
+            int(limits.SESSION_IDLE_S),
+            "A session with no traffic for this many seconds ends (session_end idle); 0: never.",
         )
         loader.add_option(
             "mcp_record_bodies",
@@ -274,7 +315,8 @@ class Recorder:
                 self._awaiting.clear()
         if "mcp_max_body_kb" in updated:
             self._max_body = opts.mcp_max_body_kb * 1024
-        if updated & {"mcp_record_dir", "mcp_record_max_mb"} and self._outfile is None:
+        writer_options = {"mcp_record_dir", "mcp_record_max_mb", "mcp_retain_mb", "mcp_retain_days"}
+        if updated & writer_options and self._outfile is None:
             directory = _writable_dir(opts.mcp_record_dir)
             self.writer.close()
             self.writer = RecordWriter(
@@ -282,6 +324,8 @@ class Recorder:
                 started=self.started,
                 on_error=logger.warning,
                 max_bytes=opts.mcp_record_max_mb * 1024 * 1024 or None,
+                retain_bytes=opts.mcp_retain_mb * 1024 * 1024 or None,
+                retain_days=opts.mcp_retain_days or None,
             )
         if updated & {"mcp_otlp_endpoint", "mcp_otlp_headers"}:
             self._configure_export(opts.mcp_otlp_endpoint, opts.mcp_otlp_headers)
@@ -293,6 +337,9 @@ class Recorder:
             raw_session_ids=opts.mcp_raw_session_ids,
             max_body_bytes=opts.mcp_max_body_kb * 1024,
             max_event_bytes=opts.mcp_max_event_kb * 1024,
+            max_buffered_bytes=opts.mcp_max_buffered_mb * 1024 * 1024,
+            max_sessions=opts.mcp_max_sessions,
+            session_idle_s=float(opts.mcp_session_idle_s),
             record_bodies=opts.mcp_record_bodies,
         )
 
@@ -378,6 +425,11 @@ class Recorder:
         with self.guard("running"):
             from mitmproxy import ctx
 
+            if self._ticker is None:
+                # No loop: an instance a test drives by hand.
+                with contextlib.suppress(RuntimeError):
+                    self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
             if getattr(ctx.options, "connection_strategy", "lazy") == "eager":
                 logger.warning(
                     "mcp-layers: connection_strategy=eager: if the upstream cannot be reached, "
@@ -400,10 +452,26 @@ class Recorder:
                     "(use --set connection_strategy=lazy)"
                 )
 
+    async def _tick(self) -> None:
+        """Time passes without traffic: idle sessions end, parked requests expire and old
+        recordings go when they should, not only when the next request comes. Runs
+        between hooks on the proxy's loop, so it never interleaves with one; its work
+        per tick is bounded (`limits.MAX_IDLE_ENDS_PER_EVENT`)."""
+        while True:
+            idle_s = self.tracker.settings.session_idle_s
+            # A short idle time (a test's) is checked at a quarter of itself.
+            await asyncio.sleep(min(TICK_S, max(0.25, idle_s / 4)) if idle_s else TICK_S)
+            with self.guard("tick"):
+                self.feed(Tick(time.time()))
+                self.writer.maintain()
+
     def done(self) -> None:
         # `done` comes before the `error` hooks of flows still open; the tracker writes
         # those now, and ignores their errors when they arrive.
         with self.guard("done"):
+            if self._ticker is not None:
+                self._ticker.cancel()
+                self._ticker = None
             # Flows still open are commented now, before the save addon writes them.
             self._stopping = True
             self.feed(ProxyStopping(time.time()))

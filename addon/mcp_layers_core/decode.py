@@ -11,6 +11,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from .budget import BufferBudget
 from .jsonrpc import NOT_JSON, messages_of, try_loads
 from .notes import Note
 from .record import NoteCode
@@ -110,13 +111,29 @@ class StreamDecoder:
 
     `readable` turns False for good when the stream cannot be read (an unknown coding, a
     corrupt or oversized inflation, or the tracker gives up on it); `failure` then names
-    why, as a note, when it is the decoder's doing.
+    why, as a note, when it is the decoder's doing. With a `budget`, what the parser
+    holds counts against it until `end()` or `release()`.
     """
 
-    __slots__ = ("_inflater", "_max_event_bytes", "failure", "parser", "readable")
+    __slots__ = (
+        "_budget",
+        "_held",
+        "_inflater",
+        "_max_event_bytes",
+        "failure",
+        "parser",
+        "readable",
+    )
 
-    def __init__(self, content_encoding: str | None, max_event_bytes: int) -> None:
+    def __init__(
+        self,
+        content_encoding: str | None,
+        max_event_bytes: int,
+        budget: BufferBudget | None = None,
+    ) -> None:
         self.parser = SseParser(max_event_bytes)
+        self._budget = budget
+        self._held = 0  # bytes of this parser counted in the budget
         self._max_event_bytes = max_event_bytes
         self._inflater: Any = None
         self.readable = True
@@ -139,10 +156,35 @@ class StreamDecoder:
                 # More than a whole event's cap out of one chunk: a bomb or a giant
                 # event. Stop reading rather than inflate without bound.
                 return self._fail(Note("stream_inflate_over_cap"))
-        return self.parser.feed(data)
+        items = self.parser.feed(data)
+        if self._budget is not None:
+            self._account()
+        return items
+
+    def _account(self) -> None:
+        parser, budget = self.parser, self._budget
+        assert budget is not None
+        held = parser.buffered_bytes
+        if held == self._held:
+            return  # the usual case: whole events per chunk, nothing left over
+        over = budget.change(held - self._held)
+        self._held = held
+        if over and parser.drop_event():
+            budget.dropped += 1
+            held = parser.buffered_bytes
+            budget.change(held - self._held)
+            self._held = held
 
     def end(self) -> list[SseEvent | SseAnomaly]:
-        return self.parser.end() if self.readable else []
+        items = self.parser.end() if self.readable else []
+        self.release()
+        return items
+
+    def release(self) -> None:
+        """Give back this stream's share of the budget (it ended, or was written)."""
+        if self._held and self._budget is not None:
+            self._budget.change(-self._held)
+        self._held = 0
 
     def _fail(self, why: Note) -> list[SseEvent | SseAnomaly]:
         self.readable = False

@@ -37,6 +37,11 @@ SPECS: dict[str, Spec] = {
     "mcp_max_body_kb": Spec("int", str(limits.MAX_BODY_BYTES // 1024)),
     "mcp_max_event_kb": Spec("int", str(limits.MAX_EVENT_BYTES // 1024)),
     "mcp_record_max_mb": Spec("int", "100"),
+    "mcp_retain_mb": Spec("int", "10000"),
+    "mcp_retain_days": Spec("int", "14"),
+    "mcp_max_buffered_mb": Spec("int", str(limits.MAX_BUFFERED_BYTES // 1024 // 1024)),
+    "mcp_max_sessions": Spec("int", str(limits.MAX_SESSIONS)),
+    "mcp_session_idle_s": Spec("int", str(int(limits.SESSION_IDLE_S))),
     "mcp_record_bodies": Spec("bool", "true"),
     "mcp_raw_session_ids": Spec("bool", "true"),
     "mcp_flow_comments": Spec("bool", "false"),
@@ -86,6 +91,17 @@ def check(name: str, value: object) -> None:
     if name in ("mcp_max_body_kb", "mcp_max_event_kb") and _int(value) <= 0:
         raise OptionValueError(
             f"{name} must be a positive number of KiB, not {value}; "
+            f"e.g. --set {name}={SPECS[name].example}"
+        )
+    if name in ("mcp_max_buffered_mb", "mcp_max_sessions") and _int(value) <= 0:
+        unit = "MiB" if name.endswith("_mb") else "sessions"
+        raise OptionValueError(
+            f"{name} must be a positive number of {unit}, not {value}; "
+            f"e.g. --set {name}={SPECS[name].example}"
+        )
+    if name in ("mcp_retain_mb", "mcp_retain_days", "mcp_session_idle_s") and _int(value) < 0:
+        raise OptionValueError(
+            f"{name} must be 0 (off) or a positive number, not {value}; "
             f"e.g. --set {name}={SPECS[name].example}"
         )
     if name == "mcp_record_max_mb" and _int(value) < 0:

@@ -189,6 +189,10 @@ class EndReason(StrEnum):
     DELETE = "delete"
     NOT_FOUND = "not_found"
     SHUTDOWN = "shutdown"
+    #: No traffic for `mcp_session_idle_s`: the client is taken to have gone.
+    IDLE = "idle"
+    #: Forgotten to keep the session book within `mcp_max_sessions`.
+    EVICTED = "evicted"
 
 
 class StreamEnd(StrEnum):
@@ -239,6 +243,8 @@ class NoteCode(StrEnum):
     EVICTED_PARKED_CAP = "evicted_parked_cap"
     DELETE_UNANSWERED = "delete_unanswered"
     NOT_ENDED = "not_ended"
+    ALREADY_ENDED = "already_ended"
+    SSE_EVENT_OVER_BUDGET = "sse_event_over_budget"
 
 
 #: What each note means, with its detail (the Notes table of docs/record-format.md).
@@ -309,7 +315,13 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     "another stream",
     NoteCode.DELETE_UNANSWERED: "a DELETE the server never answered (the client exited "
     "meanwhile); it still ends the lifeline",
-    NoteCode.NOT_ENDED: "`:<status>` the server refused the DELETE (405, say)",
+    NoteCode.NOT_ENDED: "`:<status>` the server refused the DELETE (405, say): it ended "
+    "nothing (`endReason` null)",
+    NoteCode.ALREADY_ENDED: "`:<endReason>` a DELETE of a session whose lifeline had already "
+    "ended (a 404, idle, evicted): it ended nothing (`endReason` null)",
+    NoteCode.SSE_EVENT_OVER_BUDGET: "`:<bytes>` an SSE event dropped unparsed because all "
+    "streams together held `mcp_max_buffered_mb` (later ones counted in "
+    "`sse_event_over_budget_more:<n>`)",
 }
 
 
@@ -652,7 +664,9 @@ FIELDS: Final[tuple[Field, ...]] = (
         "endReason",
         Enum(EndReason),
         True,
-        "on `session_end` records: `delete`, `not_found` (a 404), `shutdown`",
+        "on `session_end` records: `delete`, `not_found` (a 404), `shutdown`, `idle` (no "
+        "traffic for `mcp_session_idle_s`), `evicted` (forgotten past `mcp_max_sessions`); "
+        "null on a DELETE that ended nothing (refused, or the session had already ended)",
     ),
     _later(
         "sessionStats",

@@ -21,7 +21,7 @@ from .lifecycle import Cause
 from .notes import Note
 from .record import NoteCode
 from .records import record_of
-from .sse import SseAnomaly, SseEvent
+from .sse import EVENT_OVER_BUDGET, EVENT_OVER_CAP, SseAnomaly, SseEvent
 
 #: A server's SSE event type is kept in a note at most this long.
 MAX_EVENT_TYPE_CHARS = 80
@@ -75,7 +75,7 @@ class StreamReading:
         self, x: Exchange, s: StreamState, item: SseEvent | SseAnomaly, ts: float
     ) -> list[dict[str, Any]]:
         if isinstance(item, SseAnomaly):
-            if item.kind == "event_over_cap":
+            if item.kind in (EVENT_OVER_CAP, EVENT_OVER_BUDGET):
                 s.skipped_event = True
             x.notes.repeat(f"sse_{item.kind}", item.skipped_bytes)
             return []

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
+from .budget import BufferBudget
 from .classify import (
     Outcome,
     Verdict,
@@ -61,6 +62,7 @@ from .events import (
     ResponseStarted,
     StreamChunk,
     StreamEnded,
+    Tick,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
 from .finished import Finished, FinishedRequest, flow_of
@@ -102,9 +104,14 @@ class Tracker(Concluding, StreamReading):
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings or Settings()
         self._exchanges: OrderedDict[str, Exchange] = OrderedDict()
-        self.sessions = SessionBook(self._settings.raw_session_ids, self._settings.max_sessions)
+        self.sessions = SessionBook(
+            self._settings.raw_session_ids,
+            self._settings.max_sessions,
+            self._settings.session_idle_s,
+        )
         self.retries = RetryBook()
         self.safety = ToolSafetyBook()
+        self.buffers = BufferBudget(self._settings.max_buffered_bytes)
         self._waiting = WaitingRoom(self._settings)
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
@@ -120,6 +127,9 @@ class Tracker(Concluding, StreamReading):
     def settings(self, value: Settings) -> None:
         self._settings = value
         self.sessions.raw_ids = value.raw_session_ids
+        self.sessions.max_sessions = value.max_sessions
+        self.sessions.idle_s = value.session_idle_s
+        self.buffers.limit = value.max_buffered_bytes
         self._waiting.settings = value
         self._who.max_agents = value.max_sessions
 
@@ -161,15 +171,26 @@ class Tracker(Concluding, StreamReading):
 
     def handle(self, event: Event) -> list[dict[str, Any]]:
         """Advance the state with one event; return the records it finished (maybe none)."""
+        records = self._handle(event)
+        if self.sessions.dropped:
+            # Sessions the book's cap pushed out while it took this event: their end is
+            # written now, not at shutdown.
+            records += self._end_sessions(self.sessions.take_dropped(), event.ts)
+        return records
+
+    def _handle(self, event: Event) -> list[dict[str, Any]]:
         if isinstance(event, PostReceived):
             return self._expire(event.ts) + self._post(event)
         if isinstance(event, OtherRequest):
             return self._expire(event.ts) + self._other(event)
         if isinstance(event, ProxyStopping):
             return self._stop(event)
+        if isinstance(event, Tick):
+            return self._expire(event.ts)
         x = self._exchanges.get(event.flow)
         if x is None:
             return []  # not MCP, or already written (an error hook after shutdown)
+        self.sessions.touch(x.session, event.ts)
         nxt = TRANSITIONS[x.phase].get(type(event))
         if nxt is None:
             nxt = step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
@@ -343,7 +364,7 @@ class Tracker(Concluding, StreamReading):
             # (and a JSON-RPC error among them) are worth recording.
             if x.kind == "stream":
                 x.session.get_streams += 1
-            decoder = StreamDecoder(x.content_coding, self._settings.max_event_bytes)
+            decoder = StreamDecoder(x.content_coding, self._settings.max_event_bytes, self.buffers)
             x.stream = StreamState(decoder, ev.framed)
             if decoder.failure is not None:
                 x.notes.add_note(decoder.failure)
@@ -476,9 +497,10 @@ class Tracker(Concluding, StreamReading):
         return records
 
     def _expire(self, now: float) -> list[dict[str, Any]]:
+        idle = self.sessions.idle(now)  # one comparison, unless a session may be idle
+        records = self._end_sessions(idle, now) if idle else []
         if not self._waiting.parked and not self._waiting.unclaimed:
-            return []  # the usual case, on every request and every stream chunk
-        records: list[dict[str, Any]] = []
+            return records  # the usual case, on every request and every stream chunk
         for parked in self._waiting.expire(now):
             records += self._finish_parked(parked, now, "not_resumed")
         return records
@@ -519,6 +541,14 @@ class Tracker(Concluding, StreamReading):
             records.append(self._record(self._conclude_session(session, None, ev.ts, ev.ts, None)))
         return records
 
+    def _end_sessions(self, sessions: list[Session], now: float) -> list[dict[str, Any]]:
+        """The `session_end` of sessions that ended idle or were forgotten past the cap:
+        `ts` is their last traffic, `durationMs` how long after it they were ended."""
+        return [
+            self._record(self._conclude_session(s, None, min(s.last_seen, now), now, None))
+            for s in sessions
+        ]
+
     def _finish_all_parked(self, ts: float) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for parked in self._waiting.drain_parked():
@@ -541,6 +571,8 @@ class Tracker(Concluding, StreamReading):
         """Write what this exchange still owes. Called once per exchange."""
         self._exchanges.pop(x.flow, None)
         phase, x.phase = x.phase, Phase.DONE
+        if x.stream is not None:
+            x.stream.decoder.release()  # its bytes leave the budget with it
         finished: list[Finished] = []
         if x.kind == "session_end":
             finished.append(self._conclude_delete(x, ts))
