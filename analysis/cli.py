@@ -1,7 +1,7 @@
-"""The `mcp-layers` command: a thin layer over the readers (engine) and the jobs.
+"""The `mcp-layers` command: a thin layer over the engines and the figures' queries.
 
-Each command builds a job, runs it over the inputs, and hands `(headers, rows)` to the one
-renderer. Diagnostics go to stderr, data to stdout; exit statuses are in `exitcodes`.
+Each command loads the inputs into an engine's `records` table (DuckDB by default, Spark
+with `--engine spark`), runs its queries, and hands `(headers, rows)` to the one renderer. Diagnostics go to stderr, data to stdout; exit statuses are in `exitcodes`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import click
 
 # Commands import their job modules themselves: `mcp-layers --help` and a small summary
 # should not pay for what they do not use.
-from . import engine, inputs
+from . import inputs
 from .errors import AnalysisError, InputError, NewerRecordVersion
 from .exitcodes import ExitStatus
 from .filters import Filters, frozen, parse_time
-from .limits import PROGRESS_MIN_BYTES
-from .render import OutputFormat, open_writer, render, use_color
+from .load import Report
+from .render import OutputFormat, render, use_color
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -51,9 +51,11 @@ class Reading:
     paths: tuple[str, ...]
     fmt: OutputFormat
     filters: Filters
-    jobs: int
+    jobs: int | None
     strict: bool
     progress: bool
+    engine: str = "duckdb"
+    spark_master: str | None = None
 
 
 def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -103,7 +105,22 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--jobs",
             type=click.IntRange(min=1),
             default=None,
-            help="Worker processes [default: the cores available].",
+            help="Threads the engine uses [default: the cores available].",
+        ),
+        click.option(
+            "--engine",
+            type=click.Choice(["duckdb", "spark"]),
+            default="duckdb",
+            show_default=True,
+            help="Run the queries on embedded DuckDB, or on Apache Spark "
+            "(pip install mcp-layers[spark]).",
+        ),
+        click.option(
+            "--spark-master",
+            metavar="URL",
+            default=None,
+            help="Spark master (local[*], spark://…) or Spark Connect (sc://…) "
+            "[default: $SPARK_REMOTE, $MASTER, else local[*]].",
         ),
         click.option(
             "--strict",
@@ -129,9 +146,11 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 since=kwargs.pop("since"),
                 until=kwargs.pop("until"),
             ),
-            jobs=kwargs.pop("jobs") or engine.default_jobs(),
+            jobs=kwargs.pop("jobs"),
             strict=kwargs.pop("strict"),
             progress=kwargs.pop("progress"),
+            engine=kwargs.pop("engine"),
+            spark_master=kwargs.pop("spark_master"),
         )
         return fn(reading=reading, **kwargs)
 
@@ -173,42 +192,58 @@ top_option = click.option(
 # --------------------------------------------------------------------- reading
 
 
-def read(reading: Reading, job: engine.Job) -> engine.Report:
-    """Run `job` over the inputs; diagnostics go to stderr. Raises UsageFailure."""
+@contextlib.contextmanager
+def loaded(
+    reading: Reading, columns: tuple[str, ...] | None = None
+) -> Iterator[tuple[Any, Report]]:
+    """An engine with the inputs in its `records` table, and what reading found.
+
+    Diagnostics go to stderr. Raises UsageFailure.
+    """
     try:
         sources = inputs.expand(reading.paths)
     except InputError as exc:
         raise UsageFailure(str(exc)) from None
     if any(s.path is None for s in sources) and inputs.stdin_is_terminal():
         raise UsageFailure("'-' reads records from stdin, but nothing is piped in")
-    total = inputs.total_size(sources)
-    bar_length = (
-        total
-        if reading.progress
-        and total is not None
-        and total >= PROGRESS_MIN_BYTES
-        and _is_terminal(sys.stderr)
-        else None
-    )
-    with contextlib.ExitStack() as stack:
-        advance = None
-        if bar_length is not None:
-            bar = click.progressbar(length=bar_length, label="reading", file=sys.stderr)
-            advance = stack.enter_context(bar).update
+    engine = open_engine(reading)
+    try:
         try:
-            report = engine.run(job, sources, jobs=reading.jobs, warn=_warn, progress=advance)
+            report = engine.load(sources, columns, _warn)
         except NewerRecordVersion as exc:
             raise LocatedFailure(str(exc)) from None
         except AnalysisError as exc:
             raise UsageFailure(str(exc)) from None
-    for message in report.messages:
-        _warn(message)
-    if report.bad_lines:
-        noun = "line" if report.bad_lines == 1 else "lines"
-        _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)")
-        if reading.strict:
-            raise UsageFailure("bad lines in the input (--strict)")
-    return report
+        for message in report.messages:
+            _warn(message)
+        if report.bad_lines:
+            noun = "line" if report.bad_lines == 1 else "lines"
+            _warn(
+                f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)"
+            )
+            if reading.strict:
+                raise UsageFailure("bad lines in the input (--strict)")
+        try:
+            yield engine, report
+        except AnalysisError as exc:
+            raise UsageFailure(str(exc)) from None
+    finally:
+        engine.close()
+
+
+def open_engine(reading: Reading) -> Any:
+    if reading.engine == "spark":
+        from .spark import SparkEngine
+
+        try:
+            return SparkEngine(master=reading.spark_master)
+        except ImportError:
+            raise UsageFailure(
+                "--engine spark needs pyspark: pip install 'mcp-layers[spark]'"
+            ) from None
+    from .duck import DuckEngine
+
+    return DuckEngine(threads=reading.jobs)
 
 
 def _warn(message: str) -> None:
@@ -222,7 +257,7 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def nothing_matched(reading: Reading, report: engine.Report, what: str = "record") -> NoReturn:
+def nothing_matched(reading: Reading, report: Report, what: str = "record") -> NoReturn:
     if report.records == 0:
         _warn("mcp-layers: no records in the input")
     elif reading.filters.active:
@@ -285,13 +320,11 @@ def summary(reading: Reading, by: tuple[str, ...], top: int) -> None:
     """
     from . import summary as summary_mod
 
-    job = summary_mod.SummaryJob(by, reading.filters)
-    report = read(reading, job)
-    rolled = job.rolled
-    if not rolled:
-        write(reading, summary_mod.headers(by), [])
+    with loaded(reading) as (engine, report):
+        rows = summary_mod.rows(engine, by, reading.filters, top=top)
+    write(reading, summary_mod.headers(by), rows)
+    if not rows:
         nothing_matched(reading, report, "request")
-    write(reading, summary_mod.headers(by), summary_mod.rows(rolled, top=top))
 
 
 @cli.command(short_help="What each client retried, how, and whether it made sense.")
@@ -311,9 +344,8 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
     """
     from . import retries as retries_mod
 
-    job = retries_mod.RetriesJob(by, reading.filters)
-    report = read(reading, job)
-    figs = retries_mod.all_figures(job)
+    with loaded(reading) as (engine, report):
+        figs = retries_mod.all_figures(engine, by, reading.filters)
     figs = {g: f for g, f in figs.items() if f[0].value}
     if not figs:
         write(reading, retries_mod.headers(by), [])
@@ -339,9 +371,8 @@ def compare(reading: Reading, by: tuple[str, ...], top: int) -> None:
     """
     from . import compare as compare_mod
 
-    job = compare_mod.CompareJob(by, reading.filters)
-    report = read(reading, job)
-    headers, rows = compare_mod.table(job, top=top)
+    with loaded(reading) as (engine, report):
+        headers, rows = compare_mod.table(engine, by, reading.filters, top=top)
     if len(headers) == 1:
         write(reading, headers, [])
         nothing_matched(reading, report, "request")
@@ -363,14 +394,10 @@ def sessions(reading: Reading) -> None:
     """
     from . import sessions as sessions_mod
 
-    out = sys.stdout
-    color = reading.fmt is OutputFormat.TABLE and use_color(out)
-    with reader_may_leave():
-        writer = open_writer(sessions_mod.SESSION_HEADERS, reading.fmt, out, color=color)
-        job = sessions_mod.SessionsJob(reading.filters, writer.write)
-        report = read(reading, job)
-        writer.close()
-    if not writer.rows:
+    with loaded(reading) as (engine, report):
+        rows = sessions_mod.session_rows(engine, reading.filters)
+    write(reading, sessions_mod.SESSION_HEADERS, rows)
+    if not rows:
         nothing_matched(reading, report, "session")
 
 
@@ -396,9 +423,9 @@ def show(reading: Reading, session: str) -> None:
     """
     from . import sessions as sessions_mod
 
-    job = sessions_mod.ShowJob(session, reading.filters, _warn)
-    report = read(reading, job)
-    if not job.entries:
+    with loaded(reading) as (engine, report):
+        rows = sessions_mod.show_rows(engine, session, reading.filters, _warn)
+    if not rows:
         write(reading, sessions_mod.SHOW_HEADERS, [])
         if report.records:
             _warn(
@@ -407,7 +434,7 @@ def show(reading: Reading, session: str) -> None:
             )
             raise SystemExit(ExitStatus.NOTHING_MATCHED)
         nothing_matched(reading, report)
-    write(reading, sessions_mod.SHOW_HEADERS, job.rows())
+    write(reading, sessions_mod.SHOW_HEADERS, rows)
 
 
 @cli.command(short_help="Print the path of the addon script, for mitmdump -s.")
