@@ -78,7 +78,7 @@ class DuckEngine:
             except duckdb.Error as exc:
                 raise AnalysisError(f"cannot read the records: {exc}") from None
         self.con.execute(
-            f"CREATE TEMP VIEW {TABLE} AS "
+            f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
             f"SELECT * EXCLUDE (v), CAST(v AS BIGINT) AS v, rowid AS {SEQUENCE} FROM raw"
         )
         report.records = self.count()
@@ -105,14 +105,18 @@ class DuckEngine:
     def _clean(self, inp: Input, cols: dict[str, str], warn: Warn, report: Report) -> Input:
         """The input itself when it reads clean alone, else its good lines (reported)."""
         try:
+            # Materialised, so that every column is converted (a bare count would read `v`
+            # only, and pass lines whose other fields do not convert).
+            self.con.execute(f"CREATE OR REPLACE TEMP TABLE probe AS {_scan([inp], cols)}")
             row = self.con.execute(
-                f"SELECT count(*) FILTER (WHERE v IS NULL OR CAST(v AS VARCHAR) <> '1') "
-                f"FROM ({_scan([inp], cols)})"
+                "SELECT count(*) FILTER (WHERE v IS NULL OR CAST(v AS VARCHAR) <> '1') FROM probe"
             ).fetchone()
             if row is not None and not row[0]:
                 return inp
         except duckdb.Error:
             pass
+        finally:
+            self.con.execute("DROP TABLE IF EXISTS probe")
         return cleaned(inp, self.spool, warn, report)
 
     def count(self) -> int:

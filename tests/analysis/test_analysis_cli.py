@@ -121,7 +121,6 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.usefixtures("decoder")
 @pytest.mark.parametrize(("name", "status", "stderr"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 def test_bad_inputs(name: str, status: ExitStatus, stderr: str) -> None:
     path = FIXTURES / name
