@@ -1,7 +1,8 @@
 """The `mcp-layers` command: a thin layer over the engines and the figures' queries.
 
 Each command loads the inputs into an engine's `records` table (DuckDB by default, Spark
-with `--engine spark`), runs its queries, and hands `(headers, rows)` to the one renderer. Diagnostics go to stderr, data to stdout; exit statuses are in `exitcodes`.
+with `--engine spark`), runs its queries, and hands `(headers, rows)` to the one
+renderer. Diagnostics go to stderr, data to stdout; exit statuses are in `exitcodes`.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 from .errors import AnalysisError, NewerRecordVersion
 from .inputs import GZIP_MAGIC, Source, TruncatedStream, open_stream, stream_blocks
@@ -24,6 +25,9 @@ from .limits import MAX_REPORTED_BAD_LINES
 from .records import CHECKER, check_line
 
 Warn = Callable[[str], None]
+
+#: A result row, as an engine gives it.
+Row = tuple[Any, ...]
 
 
 @dataclass(slots=True)
@@ -58,6 +62,8 @@ def on_disk(sources: Sequence[Source], spool: Path) -> list[Input]:
             shutil.copyfileobj(stdin, f, 1024 * 1024)
         with open(target, "rb") as f:
             gz = f.read(2) == GZIP_MAGIC
+        if gz:  # engines that go by the name (Spark) then know it too
+            target = target.rename(target.with_name(target.name + ".gz"))
         out.append(Input(i, s.name, str(target), gz))
     return out
 
@@ -110,3 +116,22 @@ def cleaned(inp: Input, spool: Path, warn: Warn, report: Report) -> Input:
     if bad > shown:
         report.messages.append(f"{inp.name}: {bad - shown} more bad lines not shown")
     return Input(inp.index, inp.name, str(target), False)
+
+
+class Engine(Protocol):
+    """What the commands ask of an engine (DuckDB, Spark)."""
+
+    #: The SQL dialect its queries are translated to (sqlglot's name).
+    dialect: str
+
+    def load(
+        self, sources: Sequence[Source], columns: tuple[str, ...] | None, warn: Warn
+    ) -> Report:
+        """The inputs into the `records` table; what reading found."""
+        ...
+
+    def rows(self, sql: str) -> list[Row]:
+        """The rows of a query written in DuckDB's dialect."""
+        ...
+
+    def close(self) -> None: ...

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from . import histogram
 from .filters import Filters
+from .load import Engine, Row
 from .queries import DIMENSIONS, summary
 from .render import Cell, Millis, Ratio
 
@@ -37,15 +38,6 @@ HEADERS_TAIL: Final = (
 )
 
 
-class Engine:
-    """What the commands ask of an engine (DuckDB or Spark): rows of a query."""
-
-    dialect: str
-
-    def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-
 def label(value: Any) -> str:
     """A group value or key as text: None reads `(none)`."""
     return "(none)" if value is None else str(value)
@@ -60,7 +52,7 @@ def headers(by: Sequence[str]) -> tuple[str, ...]:
     return (*by, *HEADERS_TAIL)
 
 
-def tallies(engine: Any, by: Sequence[str], filters: Filters, top: int | None) -> list[Any]:
+def tallies(engine: Engine, by: Sequence[str], filters: Filters, top: int | None) -> list[Row]:
     """The summary query's rows, as the engine gives them."""
     return engine.rows(summary(by, filters, top))
 

@@ -65,10 +65,20 @@ def read_columns(names: tuple[str, ...] | None = None) -> dict[str, str]:
     return {n: ("JSON" if n == "v" else t) for n, t in chosen.items()}
 
 
+def column_type(name: str, dialect: str) -> str:
+    """A column's type in `dialect` (Spark has no JSON type: JSON text is a string)."""
+    t = COLUMNS[name]
+    if dialect == "spark":
+        t = t.replace("JSON", "VARCHAR")
+    return sqlglot.exp.DataType.build(t, dialect="duckdb").sql(dialect)
+
+
 def ddl(dialect: str = "duckdb") -> str:
     """CREATE TABLE for the records table (with `_src` and `_seq`) in `dialect`."""
-    cols = [*(f"{n} {t}" for n, t in COLUMNS.items()), f"{SOURCE} BIGINT", f"{SEQUENCE} BIGINT"]
-    text = f"CREATE TABLE {TABLE} (\n  " + ",\n  ".join(cols) + "\n)"
-    if dialect == "duckdb":
-        return text
-    return sqlglot.transpile(text, read="duckdb", write=dialect, pretty=True)[0]
+    big = sqlglot.exp.DataType.build("BIGINT").sql(dialect)
+    cols = [
+        *(f"{n} {column_type(n, dialect)}" for n in COLUMNS),
+        f"{SOURCE} {big}",
+        f"{SEQUENCE} {big}",
+    ]
+    return f"CREATE TABLE {TABLE} (\n  " + ",\n  ".join(cols) + "\n)"
