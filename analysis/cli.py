@@ -23,7 +23,7 @@ from . import inputs
 from .errors import AnalysisError, InputError, NewerRecordVersion
 from .exitcodes import ExitStatus
 from .filters import Filters, frozen, parse_time
-from .load import Report
+from .load import Engine, Report
 from .render import OutputFormat, render, use_color
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -196,7 +196,7 @@ top_option = click.option(
 @contextlib.contextmanager
 def loaded(
     reading: Reading, columns: tuple[str, ...] | None = None
-) -> Iterator[tuple[Any, Report]]:
+) -> Iterator[tuple[Engine, Report]]:
     """An engine with the inputs in its `records` table, and what reading found.
 
     Diagnostics go to stderr. Raises UsageFailure.
@@ -232,7 +232,7 @@ def loaded(
         engine.close()
 
 
-def open_engine(reading: Reading) -> Any:
+def open_engine(reading: Reading) -> Engine:
     if reading.engine == "spark":
         from .spark import SparkEngine
 
@@ -436,6 +436,91 @@ def show(reading: Reading, session: str) -> None:
             raise SystemExit(ExitStatus.NOTHING_MATCHED)
         nothing_matched(reading, report)
     write(reading, sessions_mod.SHOW_HEADERS, rows)
+
+
+@cli.command(short_help="Print the figures' SQL (and the table's DDL) for a warehouse.")
+@click.option(
+    "--dialect",
+    type=click.Choice(["duckdb", "spark", "clickhouse", "bigquery", "trino"]),
+    default="duckdb",
+    show_default=True,
+    help="SQL dialect (translated by sqlglot).",
+)
+@click.argument(
+    "figure",
+    required=False,
+    type=click.Choice(["summary", "retries", "compare", "sessions", "show"]),
+)
+def sql(dialect: str, figure: str | None) -> None:
+    """Print the queries every figure is (default options), with the records table's DDL,
+    to run them where a fleet's records already live.
+
+    `_src` is the input a record came from and `_seq` its place in the input (`export
+    --parquet` writes both); retries and sessions follow links in that order.
+
+    \b
+    Example:
+        mcp-layers sql --dialect bigquery retries
+    """
+    from .queries import figure_queries, translate
+    from .table import ddl
+
+    with reader_may_leave():
+        click.echo(f"-- the records table\n{ddl(dialect)};\n")
+        for name, queries in figure_queries().items():
+            if figure is not None and name != figure:
+                continue
+            for title, text in queries:
+                click.echo(f"-- {title}\n{translate(text, dialect)};\n")
+
+
+@cli.command(short_help="Run your own SQL over the records table.")
+@click.argument("statement", metavar="SQL")
+@reading_options
+def query(reading: Reading, statement: str) -> None:
+    """Run SQL (DuckDB's dialect) over the `records` table of the inputs; the columns are
+    the record's fields (docs/record-format.md) plus `_src` and `_seq`.
+
+    \b
+    Example:
+        mcp-layers query "SELECT client, count(*) AS n FROM records GROUP BY 1" rec.jsonl
+    """
+    with loaded(reading) as (engine, report):
+        headers, rows = engine.table(statement)
+    write(reading, headers, [[_cell(v) for v in row] for row in rows])
+    if not rows:
+        nothing_matched(reading, report, "row")
+
+
+def _cell(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+@cli.command(short_help="Write the records as typed Parquet, partitioned by day.")
+@click.option(
+    "--parquet",
+    "directory",
+    required=True,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Directory to write (day=YYYY-MM-DD/…parquet inside).",
+)
+@reading_options
+def export(reading: Reading, directory: str) -> None:
+    """Write every record as typed Parquet (the record's columns, `_src`, `_seq`),
+    partitioned by day, which DuckDB, Spark and the warehouses read.
+
+    \b
+    Example:
+        mcp-layers export --parquet fleet/ recordings/
+    """
+    with loaded(reading) as (engine, report):
+        engine.export_parquet(directory)
+    _warn(f"mcp-layers: {report.records} records written to {directory}")
+    if not report.records:
+        raise SystemExit(ExitStatus.NOTHING_MATCHED)
 
 
 @cli.command(short_help="Print the path of the addon script, for mitmdump -s.")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .filters import Filters
+from .load import Engine
 from .render import Cell, Millis, Ratio
 from .retries import Figure, all_figures
 from .schema import layer_rank, outcome_rank
@@ -49,7 +50,7 @@ class Breakdown:
     )
 
 
-def rolled_up(engine: Any, by: Sequence[str], filters: Filters) -> dict[Any, Breakdown]:
+def rolled_up(engine: Engine, by: Sequence[str], filters: Filters) -> dict[Any, Breakdown]:
     """(group tuple, origin) -> breakdown, from the summary query (every key, no top)."""
     dims = len(by)
     out: dict[Any, Breakdown] = {}
@@ -70,7 +71,7 @@ def group_label(group: tuple[Any, ...]) -> str:
 
 
 def table(
-    engine: Any, by: Sequence[str], filters: Filters, *, top: int
+    engine: Engine, by: Sequence[str], filters: Filters, *, top: int
 ) -> tuple[list[str], list[list[Cell]]]:
     """Headers (`figure`, then one per group) and rows."""
     rolled = rolled_up(engine, by, filters)

@@ -129,6 +129,19 @@ class DuckEngine:
         except duckdb.Error as exc:
             raise AnalysisError(f"query failed: {exc}") from None
 
-    def columns_of(self, sql: str) -> list[str]:
-        rel = self.con.sql(sql)
-        return list(rel.columns)
+    def table(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """A user's query: its column names and rows."""
+        try:
+            cur = self.con.execute(sql)
+            names = [d[0] for d in cur.description or ()]
+            return names, cur.fetchall()
+        except duckdb.Error as exc:
+            raise AnalysisError(f"query failed: {exc}") from None
+
+    def export_parquet(self, directory: str) -> None:
+        """The records table as Parquet files under `directory`, one folder per day."""
+        target = directory.replace("'", "''")
+        self.con.execute(
+            f"COPY (SELECT *, coalesce(substr(ts, 1, 10), 'unknown') AS day FROM {TABLE}) "
+            f"TO '{target}' (FORMAT parquet, PARTITION_BY (day), OVERWRITE_OR_IGNORE true)"
+        )

@@ -121,8 +121,10 @@ def cleaned(inp: Input, spool: Path, warn: Warn, report: Report) -> Input:
 class Engine(Protocol):
     """What the commands ask of an engine (DuckDB, Spark)."""
 
-    #: The SQL dialect its queries are translated to (sqlglot's name).
-    dialect: str
+    @property
+    def dialect(self) -> str:
+        """The SQL dialect its queries are translated to (sqlglot's name)."""
+        ...
 
     def load(
         self, sources: Sequence[Source], columns: tuple[str, ...] | None, warn: Warn
@@ -133,5 +135,11 @@ class Engine(Protocol):
     def rows(self, sql: str) -> list[Row]:
         """The rows of a query written in DuckDB's dialect."""
         ...
+
+    def table(self, sql: str) -> tuple[list[str], list[Row]]:
+        """A user's query: its column names and rows."""
+        ...
+
+    def export_parquet(self, directory: str) -> None: ...
 
     def close(self) -> None: ...

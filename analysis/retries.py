@@ -29,6 +29,7 @@ from typing import Any, Final
 from . import queries
 from .filters import Filters
 from .histogram import value_of
+from .load import Engine
 from .render import Cell, Millis, Ratio
 from .schema import RETRY_ORIGINS, outcome_rank
 from .summary import label
@@ -144,7 +145,7 @@ def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = Non
 
 
 def all_figures(
-    engine: Any, by: Sequence[str], filters: Filters, *, same_rows: bool = False
+    engine: Engine, by: Sequence[str], filters: Filters, *, same_rows: bool = False
 ) -> dict[tuple[Any, ...], list[Figure]]:
     """Group tuple -> figures, for every group with records, in group order.
 

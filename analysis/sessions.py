@@ -15,6 +15,7 @@ from typing import Any, Final
 from . import queries
 from .filters import Filters
 from .limits import MAX_SHOWN_RECORDS
+from .load import Engine
 from .render import Cell, Millis, Seconds
 from .schema import REQUEST, RESPONSE, SESSION_END
 
@@ -60,7 +61,7 @@ def seconds_between(first: str | None, last: str | None) -> float | None:
 # --------------------------------------------------------------------- sessions
 
 
-def session_rows(engine: Any, filters: Filters) -> list[list[Cell]]:
+def session_rows(engine: Engine, filters: Filters) -> list[list[Cell]]:
     """`sessions`' rows, input by input."""
     out: list[list[Cell]] = []
     for row in engine.rows(queries.sessions(filters)):
@@ -101,7 +102,7 @@ SHOW_COLUMNS: Final = (
 
 
 def show_rows(
-    engine: Any, session: str, filters: Filters, warn: Callable[[str], None]
+    engine: Engine, session: str, filters: Filters, warn: Callable[[str], None]
 ) -> list[list[Cell]]:
     """The session's timeline: seconds since its first POST, then the record's cells."""
     found = engine.rows(queries.show(session, filters, MAX_SHOWN_RECORDS + 1))

@@ -108,6 +108,19 @@ class SparkEngine:
         report.records = int(df.count())
         return report
 
+    def table(self, sql: str) -> tuple[list[str], list[Row]]:
+        """A user's query (DuckDB's dialect): its column names and rows."""
+        try:
+            df = self.spark.sql(translate(sql, "spark"))
+            return list(df.columns), [tuple(r) for r in df.collect()]
+        except Exception as exc:  # the JVM's errors, as Python sees them
+            raise AnalysisError(f"Spark query failed: {str(exc).splitlines()[0]}") from None
+
+    def export_parquet(self, directory: str) -> None:
+        """The records as Parquet under `directory`, one folder per day."""
+        df = self.spark.sql(f"SELECT *, coalesce(substr(ts, 1, 10), 'unknown') AS day FROM {TABLE}")
+        df.write.mode("append").partitionBy("day").parquet(directory)
+
     def rows(self, sql: str) -> list[Row]:
         text = translate(sql, "spark")
         try:

@@ -57,7 +57,7 @@ def tallies(engine: Engine, by: Sequence[str], filters: Filters, top: int | None
     return engine.rows(summary(by, filters, top))
 
 
-def rows(engine: Any, by: Sequence[str], filters: Filters, *, top: int) -> list[list[Cell]]:
+def rows(engine: Engine, by: Sequence[str], filters: Filters, *, top: int) -> list[list[Cell]]:
     """Rows for `summary`: per group, organic first, then probes, then injected."""
     dims = len(by)
     out: list[list[Cell]] = []
