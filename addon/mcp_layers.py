@@ -18,7 +18,9 @@ set before it (a fault's cutter) runs first, so the tap sees what the client get
 fault the recorder reads only `flow.metadata[INJECTED_KEY]`, the record's `injected`.
 This file is the thin adapter: hooks turn flows into the core's events
 (`mcp_layers_core`, which never imports mitmproxy) and hand the records it returns to
-the writer.
+the writer. Each record's verdict is also put on its flow as `flow.comment` and
+`flow.marked` (`mcp_flow_comments`, on by default; docs/mitmproxy.md): mitmproxy's own
+metadata, shown by mitmweb and kept in saved flows; the traffic is not touched.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import logging
 import os
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -47,11 +50,12 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
 )
+from mcp_layers_core.flow_comment import comment_of, mark_of
 from mcp_layers_core.jsonl import RecordWriter
 from mcp_layers_core.tracker import Settings, Tracker
 from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
 from mcp_layers_startup import configure_or_refuse, refuse_bad_startup_options
-from mitmproxy import exceptions, http
+from mitmproxy import exceptions, hooks, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import server_hooks
 
@@ -60,6 +64,18 @@ logger = logging.getLogger(__name__)
 #: flow.metadata key set while a request the fault injector asked about (and so the
 #: recorder already read) waits for the recorder's own `request` hook.
 OBSERVED_KEY = "mcp_layers.observed"
+
+#: flow.metadata key: the ids of the records commented on this flow (a saved flow keeps
+#: it, so a flow can be matched with its records).
+RECORDS_KEY = "mcp_layers.records"
+
+#: The comment of a POST whose record comes after its own end (replaced when it does).
+PENDING_COMMENT = (
+    "verdict pending: answered on a GET stream, or a probe held until the client's next POST"
+)
+
+#: Flows kept so a record written after its flow's own hooks can still comment it.
+MAX_LIVE_FLOWS = limits.MAX_PENDING_EXCHANGES + limits.MAX_PARKED
 
 
 class StreamTap:
@@ -100,8 +116,10 @@ class _Chained:
 
     def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
         out = self._before(data)
-        if isinstance(out, bytes | bytearray | memoryview):
+        if isinstance(out, bytes):
             return self.tap(out)
+        if isinstance(out, bytearray | memoryview):
+            return self.tap(bytes(out))
         pieces = list(out)  # mitmproxy sends each piece; the tap looks at each
         for piece in pieces:
             self.tap(piece)
@@ -142,6 +160,13 @@ class Recorder:
         self._max_body = limits.MAX_BODY_BYTES
         self._reported: set[str] = set()
         self.errors = 0
+        #: MCP flows by id, from their request to their end; then, if their record is
+        #: still to come, in `_awaiting` until it is (both bounded).
+        self._live: OrderedDict[str, http.HTTPFlow] = OrderedDict()
+        self._awaiting: OrderedDict[str, http.HTTPFlow] = OrderedDict()
+        self._stopping = False
+        self.comments = True
+        self.tracker.record_flows = {}
         # The script's instance stops the proxy on a bad option at start-up (see
         # mcp_layers_startup); an instance a test builds raises OptionsError.
         self._refuse_at_startup = refuse_at_startup
@@ -197,6 +222,13 @@ class Recorder:
             "Write Mcp-Session-Id values as they are instead of a stable hash "
             "(they can be credentials).",
         )
+        loader.add_option(
+            "mcp_flow_comments",
+            bool,
+            True,
+            "Put each record's verdict on its flow as mitmproxy's flow comment and marker "
+            "(shown by mitmweb, kept in saved flows); the traffic is never touched.",
+        )
         # The recorder loads last: every addon's options exist now, and mitmproxy still
         # holds the `--set` values it has not applied.
         if self._refuse_at_startup:
@@ -214,6 +246,12 @@ class Recorder:
                 options.check(name, getattr(opts, name))
             except options.OptionValueError as e:
                 raise exceptions.OptionsError(str(e)) from None
+        if "mcp_flow_comments" in updated:
+            self.comments = opts.mcp_flow_comments
+            self.tracker.record_flows = {} if self.comments else None
+            if not self.comments:
+                self._live.clear()
+                self._awaiting.clear()
         if "mcp_max_body_kb" in updated:
             self._max_body = opts.mcp_max_body_kb * 1024
         if updated & {"mcp_record_dir", "mcp_record_max_mb"} and self._outfile is None:
@@ -283,12 +321,14 @@ class Recorder:
                 # The fault injector takes its mark back if it did not touch the answer.
                 self.tracker.mark_injected(flow.id, flow.metadata.get(INJECTED_KEY))
                 self.feed(self._response_end(flow))
+            self._flow_ended(flow)
 
     def error(self, flow: http.HTTPFlow) -> None:
         with self.guard("error"):
             if self.tracker.is_tracked(flow.id):
                 reason = flow.error.msg if flow.error else "error"
                 self.feed(FlowFailed(flow.id, time.time(), reason))
+            self._flow_ended(flow)
 
     def running(self) -> None:
         with self.guard("running"):
@@ -320,7 +360,11 @@ class Recorder:
         # `done` comes before the `error` hooks of flows still open; the tracker writes
         # those now, and ignores their errors when they arrive.
         with self.guard("done"):
+            # Flows still open are commented now, before the save addon writes them.
+            self._stopping = True
             self.feed(ProxyStopping(time.time()))
+            self._live.clear()
+            self._awaiting.clear()
             if self.writer.lost:
                 logger.warning(f"mcp-layers: {self.writer.lost} records could not be written")
             self.writer.close()
@@ -331,6 +375,55 @@ class Recorder:
         records = self.tracker.handle(event)
         if records:
             self.writer.write(records)
+            if self.comments:
+                with self.guard("flow comment"):
+                    self._comment(records, getattr(event, "flow", None))
+
+    def _comment(self, records: list[dict[str, Any]], current: str | None) -> None:
+        """Put each record's verdict on its flow. A record may be of another flow than
+        the event's (a parked answer, an eviction, a held probe): mitmproxy is then told
+        that flow changed, so mitmweb shows it."""
+        flows = self.tracker.record_flows
+        if flows is None:
+            return
+        changed: list[http.HTTPFlow] = []
+        for record in records:
+            flow_id = flows.pop(record["id"], None)
+            if flow_id is None:
+                continue  # the proxy's own end of a session: no flow
+            flow = self._live.get(flow_id) or self._awaiting.pop(flow_id, None)
+            if flow is None:
+                continue  # long gone (past the bound)
+            ids = flow.metadata.get(RECORDS_KEY)
+            comment = comment_of(record)
+            if ids:  # a batch, or a request and the session its 404 ended
+                flow.comment = f"{flow.comment} | {comment}"
+                ids.append(record["id"])
+            else:
+                flow.comment = comment
+                flow.metadata[RECORDS_KEY] = [record["id"]]
+            mark = mark_of(record)
+            if mark and not flow.marked:
+                flow.marked = mark
+            if flow_id != current and not self._stopping:
+                changed.append(flow)
+        if changed:
+            from mitmproxy import ctx
+
+            ctx.master.addons.trigger(hooks.UpdateHook(changed))
+
+    def _flow_ended(self, flow: http.HTTPFlow) -> None:
+        """Its own hooks are over: forget the flow, unless its record is still to come
+        (a POST answered elsewhere later, or a probe held until the client's next POST)."""
+        if not self._live:
+            return
+        ended = self._live.pop(flow.id, None)
+        if ended is not None and flow.request.method == "POST" and RECORDS_KEY not in flow.metadata:
+            # A saved flow (`-w`) is written right after this hook: say why it has no verdict.
+            flow.comment = PENDING_COMMENT
+            self._awaiting[flow.id] = ended
+            if len(self._awaiting) > MAX_LIVE_FLOWS:
+                self._awaiting.popitem(last=False)
 
     def guard(self, where: str) -> _Guard:
         """Nothing the addon does may reach mitmproxy or the client: log once, count, go on."""
@@ -350,6 +443,13 @@ class Recorder:
             self.feed(self._post(flow))
         elif method in ("GET", "DELETE"):
             self.feed(_other_request(flow))
+        else:
+            return
+        if self.comments and self.tracker.is_tracked(flow.id):
+            live = self._live
+            live[flow.id] = flow
+            if len(live) > MAX_LIVE_FLOWS:
+                live.popitem(last=False)
 
     def _post(self, flow: http.HTTPFlow) -> PostReceived:
         req = flow.request

@@ -31,8 +31,6 @@ logger = logging.getLogger(__name__)
 
 #: flow.metadata key of the record's `injected` member: the only thing the recorder reads.
 INJECTED_KEY: Final = "mcp_layers.injected"
-#: flow.metadata key of this addon's own state for a flow (`FlowFault`).
-FAULT_KEY: Final = "mcp_layers.fault"
 
 #: (body, session, client, protocol version) of an MCP request as its records show them,
 #: or None for a request the recorder does not record (only those can be faulted).
@@ -91,6 +89,10 @@ class FaultInjector:
         self._max_event = limits.MAX_EVENT_BYTES
         self._reported: set[str] = set()
         self.errors = 0
+        #: Each faulted flow's state, by flow id, until the flow ends. Not in
+        #: `flow.metadata`: mitmproxy saves that with the flow (`-w`, `save` command), and
+        #: these objects cannot be serialised.
+        self._faults: dict[str, FlowFault] = {}
 
     def load(self, loader: Loader) -> None:
         loader.add_option(
@@ -137,7 +139,7 @@ class FaultInjector:
             self._report("request", e)
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        state = flow.metadata.get(FAULT_KEY)
+        state = self._faults.get(flow.id)
         if not isinstance(state, FlowFault):
             return
         try:
@@ -146,7 +148,7 @@ class FaultInjector:
             self._report("responseheaders", e)
 
     def response(self, flow: http.HTTPFlow) -> None:
-        state = flow.metadata.get(FAULT_KEY)
+        state = self._faults.pop(flow.id, None)
         if not isinstance(state, FlowFault):
             return
         d = state.decision
@@ -155,6 +157,12 @@ class FaultInjector:
             # The cut never came (the stream ended first, or the answer was plain JSON):
             # the exchange was not altered, so its record must not say it was.
             flow.metadata.pop(INJECTED_KEY, None)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        self._faults.pop(flow.id, None)
+
+    def done(self) -> None:
+        self._faults.clear()
 
     # -- acting -------------------------------------------------------------------------
 
@@ -175,7 +183,7 @@ class FaultInjector:
         decision = plan.decide(view)
         if decision is None:
             return
-        flow.metadata[FAULT_KEY] = FlowFault(decision, view.rpc_id)
+        self._faults[flow.id] = FlowFault(decision, view.rpc_id)
         if decision.effect is faults.Effect.REPLY:
             assert decision.reply is not None
             reply = decision.reply

@@ -54,6 +54,7 @@ class Reading:
     filters: Filters
     jobs: int | None
     strict: bool
+    lenient: bool
     progress: bool
     engine: str = "duckdb"
     spark_master: str | None = None
@@ -129,6 +130,12 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Exit 2 if any line is not a record (they are skipped either way).",
         ),
         click.option(
+            "--lenient",
+            is_flag=True,
+            help="Read an input even when most of its lines are not records "
+            "(by default that exits 2: it is probably not a recording).",
+        ),
+        click.option(
             "--progress/--no-progress",
             default=True,
             help="A progress bar on stderr for big inputs, when it is a terminal.",
@@ -149,6 +156,7 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             ),
             jobs=kwargs.pop("jobs"),
             strict=kwargs.pop("strict"),
+            lenient=kwargs.pop("lenient"),
             progress=kwargs.pop("progress"),
             engine=kwargs.pop("engine"),
             spark_master=kwargs.pop("spark_master"),
@@ -224,6 +232,11 @@ def loaded(
             )
             if reading.strict:
                 raise UsageFailure("bad lines in the input (--strict)")
+            if report.bad_lines > report.records and not reading.lenient:
+                raise UsageFailure(
+                    f"most lines of the input are not records ({report.bad_lines} bad, "
+                    f"{report.records} read): is it a recording? (--lenient reads it anyway)"
+                )
         try:
             yield engine, report
         except AnalysisError as exc:

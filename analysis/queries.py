@@ -243,7 +243,7 @@ def _retry_base(by: Sequence[str], filters: Filters) -> str:
     {matched(filters)} AS matched,
     outcome, jsonrpc.errorCode AS code, retryOf, continues, method, previousSession,
     endReason, attempt, retryOrigin, retryDelayMs, retryAfterMs, retryAfterHonored,
-    unsafeRetry, {LAST_STATUS} AS status,
+    unsafeRetry, {LAST_STATUS} AS status, {is_probe()} AS probe,
     greatest(sum(CASE WHEN id = 1 THEN 1 ELSE 0 END) OVER (
       ORDER BY {SEQUENCE} ROWS UNBOUNDED PRECEDING) - 1, 0) AS seg
   FROM {TABLE}
@@ -278,7 +278,7 @@ def retry_failed(by: Sequence[str], filters: Filters) -> str:
     return f"""WITH {_retry_base(by, filters)}
 SELECT {g}, outcome, count(*) AS n
 FROM r
-WHERE kind = {literal(REQUEST)} AND matched AND NOT {not_failed()}
+WHERE kind = {literal(REQUEST)} AND matched AND NOT {not_failed()} AND NOT probe
 GROUP BY {by_n(by, 1)}
 ORDER BY {group_order(by)}, outcome"""
 
@@ -332,6 +332,12 @@ def _links(by: Sequence[str], filters: Filters) -> str:
   SELECT * FROM r
   WHERE kind = {literal(REQUEST)} AND outcome IS NOT NULL
     AND NOT {in_list("outcome", COMPLETED)} AND id IS NOT NULL
+    -- a negotiation probe's refusal is no failure: nothing can retry it, unless the
+    -- probe is linked some other way (an input-required turn, a 404, a link of its own)
+    AND (NOT probe OR outcome = {literal(INPUT_REQUIRED)}
+      OR coalesce(status = {HTTP_NOT_FOUND}, FALSE) OR retryOf IS NOT NULL
+      OR continues IS NOT NULL
+      OR (method = {literal(INITIALIZE)} AND previousSession IS NOT NULL))
 ), namers AS (
   SELECT *, retryOf AS target, 0 AS how FROM r
   WHERE kind = {literal(REQUEST)} AND retryOf IS NOT NULL

@@ -15,6 +15,7 @@ Everything binds 127.0.0.1 and every process is stopped at the end, even on fail
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -51,9 +52,30 @@ def say(message: str) -> None:
     print(message, flush=True)
 
 
+class _Kept(logging.Handler):
+    """Keeps the SDK's own warnings (\"Session termination failed: 404\") for the client's
+    line, where they belong, instead of letting logging print them unindented."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def python_client(url: str) -> str:
-    results: list[CallResult] = anyio.run(run_calls, url, "legacy", "python-sdk", list(CALLS))
-    return "; ".join(r.summary() for r in results)
+    sdk = logging.getLogger("mcp")
+    kept = _Kept()
+    sdk.addHandler(kept)
+    propagate, sdk.propagate = sdk.propagate, False
+    try:
+        results: list[CallResult] = anyio.run(run_calls, url, "legacy", "python-sdk", list(CALLS))
+    finally:
+        sdk.removeHandler(kept)
+        sdk.propagate = propagate
+    line = "; ".join(r.summary() for r in results)
+    return f"{line} (then logged: {'; '.join(kept.messages)})" if kept.messages else line
 
 
 def ts_client(node: str, url: str) -> str:

@@ -112,6 +112,7 @@ class ProxyStopping:
 
 Event = (
     PostReceived
+    | OtherRequest
     | ResponseStarted
     | ResponseBody
     | StreamChunk

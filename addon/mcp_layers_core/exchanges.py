@@ -1,85 +1,22 @@
-"""The state an exchange carries through the tracker, and the table of its phases.
+"""What the tracker holds while a pairing is in flight: plain, mutable, short-lived.
 
-Plain data: the tracker (`tracker.py`) owns every transition. `TRANSITIONS` is the one
-place that says which event may move an exchange from which phase to which (h11's
-`_state.py` rule), so a misuse by the adapter is caught and named, not guessed at.
+An `Exchange` is one flow (a POST, a GET stream, a DELETE) until it is finished; a
+`PendingRequest` is one JSON-RPC request of it (a batch has several); `StreamState` is
+what reading its SSE answer has shown so far. Once finished, what a record needs is
+copied into a frozen value (`finished.py`) and this state is dropped.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
-from . import limits
 from .classify import Verdict
-from .events import (
-    FlowFailed,
-    ProxyStopping,
-    ResponseBody,
-    ResponseStarted,
-    StreamChunk,
-    StreamEnded,
-)
+from .decode import StreamDecoder
+from .lifecycle import Phase
+from .notes import NoteLog
 from .retries import NOT_A_RETRY, Attempt, RetryInfo
 from .sessions import Session
-from .sse import SseParser
-
-
-class LocalUsageError(Exception):
-    """The caller fed events in an order no proxy can produce. A bug, not bad traffic."""
-
-
-class Phase(Enum):
-    #: The request is in; no response headers yet.
-    AWAITING_HEADERS = "awaiting_headers"
-    #: Headers are in; a buffered body or a stream follows.
-    AWAITING_BODY = "awaiting_body"
-    #: Stream chunks are arriving.
-    STREAMING = "streaming"
-    #: Finished; nothing more will be recorded from this exchange's own events.
-    DONE = "done"
-
-
-#: Which event moves an exchange from which phase to which. Anything else is misuse.
-TRANSITIONS: dict[Phase, dict[type, Phase]] = {
-    Phase.AWAITING_HEADERS: {
-        ResponseStarted: Phase.AWAITING_BODY,
-        FlowFailed: Phase.DONE,
-        ProxyStopping: Phase.DONE,
-    },
-    Phase.AWAITING_BODY: {
-        ResponseBody: Phase.DONE,
-        StreamChunk: Phase.STREAMING,
-        StreamEnded: Phase.DONE,
-        FlowFailed: Phase.DONE,
-        ProxyStopping: Phase.DONE,
-    },
-    Phase.STREAMING: {
-        StreamChunk: Phase.STREAMING,
-        StreamEnded: Phase.DONE,
-        FlowFailed: Phase.DONE,
-        ProxyStopping: Phase.DONE,
-    },
-    Phase.DONE: {},
-}
-
-#: JSON-RPC codes a 2026-07-28 server answers during version negotiation (HTTP 400).
-NEGOTIATION_CODES = frozenset({-32020, -32021, -32022})
-
-
-@dataclass(slots=True)
-class Settings:
-    scenario: str | None = None
-    raw_session_ids: bool = False
-    max_body_bytes: int = limits.MAX_BODY_BYTES
-    max_event_bytes: int = limits.MAX_EVENT_BYTES
-    max_pending: int = limits.MAX_PENDING_EXCHANGES
-    max_sessions: int = limits.MAX_SESSIONS
-    max_parked: int = limits.MAX_PARKED
-    resume_window_s: float = limits.RESUME_WINDOW_S
-    #: Opt-in: keep redacted request and answer messages in the records.
-    record_bodies: bool = False
 
 
 @dataclass(slots=True)
@@ -100,6 +37,24 @@ class PendingRequest:
 
 
 @dataclass(slots=True)
+class StreamState:
+    """An SSE answer (or GET stream) as read so far."""
+
+    decoder: StreamDecoder
+    framed: bool  # False: the stream ends when the server closes (`eof`, not `complete`)
+    events: int = 0
+    saw_event_id: bool = False
+    saw_jsonrpc: bool = False
+    saw_not_json: bool = False
+    saw_non_rpc_json: bool = False
+    skipped_event: bool = False
+    #: The first answer whose id matched no request (later ones are not kept: bounded).
+    unexpected_id: object = None
+    has_unexpected_id: bool = False
+    end: str | None = None  # complete | eof | error
+
+
+@dataclass(slots=True)
 class Exchange:
     flow: str
     started: float
@@ -111,34 +66,24 @@ class Exchange:
     client: str | None = None
     protocol_version: str | None = None
     post_count: int | None = None
-    method: str | None = None
-    record_id: int | None = None
+    phase: Phase = Phase.AWAITING_HEADERS
+    # A POST of requests: one pending request each, and a way to find them by id.
     requests: list[PendingRequest] = field(default_factory=list)
     by_id: dict[tuple[str, object], PendingRequest] = field(default_factory=dict)
-    phase: Phase = Phase.AWAITING_HEADERS
+    negotiating: bool = False  # a rejection here may be version negotiation
+    # A POST of notifications or answers: one record of its own.
+    method: str | None = None
+    record_id: int | None = None
+    answered: tuple[str, float] | None = None  # (serverMethod, answerMs) of the first answer
+    # The response, as far as it came.
     status: int | None = None
     content_type: str | None = None
     retry_after: str | None = None
-    framed: bool = True
     had_body: bool = False
-    notes: list[str] = field(default_factory=list)
-    answered: list[tuple[str, float]] = field(default_factory=list)  # (serverMethod, answerMs)
-    negotiating: bool = False
+    stream: StreamState | None = None  # set when the answer is text/event-stream
+    session_lost: bool = False  # a 404 said the server forgot the session
     injected: dict[str, str] | None = None  # a fault rule's {rule, action}
-    # Streaming state, set when the answer is text/event-stream.
-    parser: SseParser | None = None
-    inflater: Any = None  # zlib decompressobj for gzip/deflate streams
-    stream_readable: bool = True
-    events: int = 0
-    saw_event_id: bool = False
-    saw_jsonrpc: bool = False
-    stream_end: str | None = None
-    unexpected_ids: list[object] = field(default_factory=list)  # the first one only
-    saw_not_json: bool = False
-    saw_non_rpc_json: bool = False
-    skipped_event: bool = False
-    #: How often each repeatable note occurred (see `_repeatable_note`); None until one does.
-    repeats: dict[str, int] | None = None
+    notes: NoteLog = field(default_factory=NoteLog)
 
 
 @dataclass(slots=True)

@@ -7,8 +7,10 @@ cheap, because it runs on every POST and on every SSE event of a proxied stream.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
+_loads: Callable[[Any], Any]
 try:  # orjson is a runtime dependency, but the addon must also load into a bare mitmproxy.
     import orjson
 

@@ -38,6 +38,7 @@ SPECS: dict[str, Spec] = {
     "mcp_record_max_mb": Spec("int", "100"),
     "mcp_record_bodies": Spec("bool", "true"),
     "mcp_raw_session_ids": Spec("bool", "true"),
+    "mcp_flow_comments": Spec("bool", "false"),
     "mcp_faults": Spec("str", "errors.http_status_sequence"),
     "mcp_fault": Spec("str", "'http_status=503 nth=1'"),
     "mcp_fault_seed": Spec("int", "42"),

@@ -169,7 +169,7 @@ class StreamEnd(StrEnum):
     ERROR = "error"
 
 
-class Note(StrEnum):
+class NoteCode(StrEnum):
     """The codes a note starts with; detail, where there is any, follows a colon."""
 
     PROXY_SHUTDOWN = "proxy_shutdown"
@@ -199,46 +199,46 @@ class Note(StrEnum):
 
 
 #: What each note means, with its detail (the Notes table of docs/record-format.md).
-NOTE_MEANING: Final[dict[Note, str]] = {
-    Note.PROXY_SHUTDOWN: "the proxy stopped while the exchange was still open",
-    Note.SSE_EVENT_OVER_CAP: "`:<bytes>` an SSE event larger than `mcp_max_event_kb` passed "
+NOTE_MEANING: Final[dict[NoteCode, str]] = {
+    NoteCode.PROXY_SHUTDOWN: "the proxy stopped while the exchange was still open",
+    NoteCode.SSE_EVENT_OVER_CAP: "`:<bytes>` an SSE event larger than `mcp_max_event_kb` passed "
     "unparsed (the first such event; later ones are counted in one "
     "`sse_event_over_cap_more:<n>`)",
-    Note.SSE_UNTERMINATED_EVENT: "`:<bytes>` the stream ended inside an event (no blank line "
+    NoteCode.SSE_UNTERMINATED_EVENT: "`:<bytes>` the stream ended inside an event (no blank line "
     "after it): clients drop it (later ones counted in `sse_unterminated_event_more:<n>`)",
-    Note.BODY_OVER_CAP: "`:<bytes>` a JSON answer larger than `mcp_max_body_kb` (or what it "
+    NoteCode.BODY_OVER_CAP: "`:<bytes>` a JSON answer larger than `mcp_max_body_kb` (or what it "
     "inflates to) passed unread",
-    Note.BODY_UNSEEN: "mitmproxy streamed a JSON body past the addon (`stream_large_bodies`)",
-    Note.EMPTY_BODY: "a 2xx answer to a request with an empty body",
-    Note.ENCODED_STREAM: "`:<encoding>` an SSE answer in an encoding the proxy does not decode "
+    NoteCode.BODY_UNSEEN: "mitmproxy streamed a JSON body past the addon (`stream_large_bodies`)",
+    NoteCode.EMPTY_BODY: "a 2xx answer to a request with an empty body",
+    NoteCode.ENCODED_STREAM: "`:<encoding>` an SSE answer in an encoding the proxy does not decode "
     "(`br`, `zstd`)",
-    Note.STREAM_DECODE_ERROR: "a gzip/deflate SSE answer that does not inflate",
-    Note.STREAM_INFLATE_OVER_CAP: "a compressed SSE chunk that inflates past the event cap: "
+    NoteCode.STREAM_DECODE_ERROR: "a gzip/deflate SSE answer that does not inflate",
+    NoteCode.STREAM_INFLATE_OVER_CAP: "a compressed SSE chunk that inflates past the event cap: "
     "reading stopped",
-    Note.UNEXPECTED_RESPONSE_ID: "`:<id>` a response on the SSE answer with an id that is not "
+    NoteCode.UNEXPECTED_RESPONSE_ID: "`:<id>` a response on the SSE answer with an id that is not "
     "the request's (the first, cut to 120 characters)",
-    Note.RESULT_AND_ERROR: "the answer has both `result` and `error`",
-    Note.ERROR_WITHOUT_ID: "a JSON-RPC error with a null or absent id (allowed when the server "
+    NoteCode.RESULT_AND_ERROR: "the answer has both `result` and `error`",
+    NoteCode.ERROR_WITHOUT_ID: "a JSON-RPC error with a null or absent id (allowed when the server "
     "could not read the request's id)",
-    Note.BATCH: "`:<n>` the POST was a batch of n messages",
-    Note.SUBSCRIPTION: "a 2026-07-28 `subscriptions/listen`: long by design",
-    Note.SESSION_LOST: "the server answered 404 on a live session (it forgot it): the "
+    NoteCode.BATCH: "`:<n>` the POST was a batch of n messages",
+    NoteCode.SUBSCRIPTION: "a 2026-07-28 `subscriptions/listen`: long by design",
+    NoteCode.SESSION_LOST: "the server answered 404 on a live session (it forgot it): the "
     "session's lifeline ends here (a `session_end` record with `endReason: not_found` follows)",
-    Note.CLOSED_AFTER_ANSWER: "the stream was cut after every answer was delivered (SDK "
+    NoteCode.CLOSED_AFTER_ANSWER: "the stream was cut after every answer was delivered (SDK "
     "clients hang up on the final event): `sse.end` is `complete`",
-    Note.UPSTREAM_BROKE_MID_BODY: "`:<status>` the upstream broke inside a buffered body; "
+    NoteCode.UPSTREAM_BROKE_MID_BODY: "`:<status>` the upstream broke inside a buffered body; "
     "mitmproxy answered the client 502 itself",
-    Note.ANSWER_ON_GET_STREAM: "2024-11-05: the answer came on the session's GET stream",
-    Note.ANSWER_STREAM_CLOSED: "2024-11-05: the GET stream that was to carry the answer ended "
+    NoteCode.ANSWER_ON_GET_STREAM: "2024-11-05: the answer came on the session's GET stream",
+    NoteCode.ANSWER_STREAM_CLOSED: "2024-11-05: the GET stream that was to carry the answer ended "
     "first",
-    Note.NOT_RESUMED: "2025-11-25: a stream with event ids ended without the answer and no "
+    NoteCode.NOT_RESUMED: "2025-11-25: a stream with event ids ended without the answer and no "
     "resumption delivered it within 300 s",
-    Note.EVICTED_PENDING_CAP: "written early: too many exchanges were open at once",
-    Note.EVICTED_PARKED_CAP: "written early: too many requests were waiting for an answer on "
+    NoteCode.EVICTED_PENDING_CAP: "written early: too many exchanges were open at once",
+    NoteCode.EVICTED_PARKED_CAP: "written early: too many requests were waiting for an answer on "
     "another stream",
-    Note.DELETE_UNANSWERED: "a DELETE the server never answered (the client exited "
+    NoteCode.DELETE_UNANSWERED: "a DELETE the server never answered (the client exited "
     "meanwhile); it still ends the lifeline",
-    Note.NOT_ENDED: "`:<status>` the server refused the DELETE (405, say)",
+    NoteCode.NOT_ENDED: "`:<status>` the server refused the DELETE (405, say)",
 }
 
 

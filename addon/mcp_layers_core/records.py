@@ -1,7 +1,8 @@
-"""Build the JSONL records from finished exchanges.
+"""Build the JSONL records from finished pairings: pure functions.
 
-The fields, their order and types are defined once, in `record.py`; this module fills them.
-Every field is present; what does not apply is null.
+The fields, their order and types are defined once, in `record.py`; this module fills
+them. Every field is present; what does not apply is null. Notes are rendered to their
+strings here, and only here.
 """
 
 from __future__ import annotations
@@ -10,8 +11,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .classify import Verdict
+from .finished import Finished, FinishedMessage, FinishedRequest, FinishedSession, Head
+from .jsonrpc import NOT_JSON
+from .notes import NO_DETAIL, Note
 from .record import new_record
-from .redact import error_message
+from .redact import error_message, redact_json
+
+#: Longest note a peer's data can make (an unexpected response id is the server's).
+MAX_NOTE_CHARS = 120
 
 
 def iso_ms(ts: float) -> str:
@@ -59,6 +66,124 @@ def base_record(
         contentType=content_type,
         scenario=scenario,
     )
+
+
+def record_of(finished: Finished, negotiation: bool | None = None) -> dict[str, Any]:
+    """The record of a finished pairing. `negotiation`: the verdict of a `HELD` wait."""
+    if isinstance(finished, FinishedRequest):
+        return request_record(finished, negotiation)
+    if isinstance(finished, FinishedMessage):
+        return message_record(finished)
+    return session_record(finished)
+
+
+def request_record(f: FinishedRequest, negotiation: bool | None = None) -> dict[str, Any]:
+    record = _flow_record(f.head, f.record_id, f.method, f.tool)
+    add_verdict(record, f.rpc_id, f.verdict)
+    if f.sse is not None:
+        s = f.sse
+        record["sse"] = sse_summary(s.events, s.final, s.end, s.resumed)
+    elif f.answer_on_get_stream:
+        record["notes"].append("answer_on_get_stream")
+    r = f.retry
+    record.update(
+        httpStatuses=list(f.statuses),
+        retryOrigin=r.origin,
+        attempt=r.attempt,
+        retryOf=r.retry_of,
+        retryDelayMs=r.delay_ms,
+        retryAfterMs=f.retry_after_ms,
+        retryAfterHonored=r.after_ms_honored,
+        toolSafety=f.safety,
+        unsafeRetry=r.unsafe,
+        continues=r.continues,
+        previousSession=f.previous_session,
+        negotiation=negotiation,
+    )
+    if f.bodies is not None:
+        message, answer = f.bodies
+        answer = None if answer is NOT_JSON else answer
+        record["bodies"] = {"request": redact_json(message), "response": redact_json(answer)}
+    return record
+
+
+def message_record(f: FinishedMessage) -> dict[str, Any]:
+    """A POST of notifications or of answers to server requests: counted, not classified."""
+    record = _flow_record(f.head, f.record_id, f.method, None)
+    if f.answered is not None:
+        record["method"] = None
+        record["serverMethod"], record["answerMs"] = f.answered
+    status = f.head.status
+    if status is not None and status != 202:
+        record["ackNote"] = f"{status} with body" if f.had_body else f"{status} without body"
+    return record
+
+
+def session_record(f: FinishedSession) -> dict[str, Any]:
+    record = base_record(
+        record_id=f.record_id,
+        kind="session_end",
+        ts=f.started,
+        end_ts=f.ended,
+        server=f.server,
+        session=f.session,
+        client=f.client,
+        user_agent=f.user_agent,
+        protocol_version=f.protocol_version,
+        method=None,
+        tool=None,
+        post_count=f.posts,
+        http_statuses=[] if f.status is None else [f.status],
+        content_type=None,
+        scenario=f.scenario,
+    )
+    record["injected"] = f.injected
+    record["endReason"] = f.end_reason
+    record["sessionStats"] = f.stats
+    if f.delete_notes is not None:
+        record["notes"] = render_notes(f.delete_notes)
+    return record
+
+
+def _flow_record(
+    head: Head, record_id: int, method: str | None, tool: str | None
+) -> dict[str, Any]:
+    record = base_record(
+        record_id=record_id,
+        kind=head.kind,
+        ts=head.started,
+        end_ts=head.ended,
+        server=head.server,
+        session=head.session,
+        client=head.client,
+        user_agent=head.user_agent,
+        protocol_version=head.protocol_version,
+        method=method,
+        tool=tool,
+        post_count=head.post_count,
+        http_statuses=[] if head.status is None else [head.status],
+        content_type=head.content_type,
+        scenario=head.scenario,
+    )
+    record["injected"] = head.injected
+    record["notes"] = render_notes(head.notes)
+    return record
+
+
+def render_notes(notes: tuple[Note, ...]) -> list[str]:
+    return [render_note(n) for n in notes]
+
+
+def render_note(note: Note) -> str:
+    """`code` or `code:detail`; an id a server sent is shown as its repr, cut short."""
+    if note.detail is NO_DETAIL:
+        return note.code
+    if note.code == "unexpected_response_id":
+        text = f"{note.code}:{note.detail!r}"
+        if len(text) > MAX_NOTE_CHARS:  # the id is the server's: any size
+            text = text[: MAX_NOTE_CHARS - 1] + "…"
+        return text
+    return f"{note.code}:{note.detail}"
 
 
 def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) -> None:

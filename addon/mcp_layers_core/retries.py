@@ -23,10 +23,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import limits
 from .classify import SUCCESSFUL, Outcome
+from .record import EndReason, RetryOrigin, ToolSafety
 
 try:
     import orjson
@@ -94,10 +95,10 @@ def tool_safety(annotations: object) -> str:
     (readOnlyHint false, idempotentHint false, destructiveHint true) when absent."""
     hints = annotations if isinstance(annotations, dict) else {}
     if hints.get("readOnlyHint") is True:
-        return "read_only"
+        return ToolSafety.READ_ONLY
     if hints.get("idempotentHint") is True:
-        return "idempotent"
-    return "unsafe"
+        return ToolSafety.IDEMPOTENT
+    return ToolSafety.UNSAFE
 
 
 class ToolSafetyBook:
@@ -124,8 +125,8 @@ class ToolSafetyBook:
 
     def safety(self, server: str, tool: str | None) -> str:
         if tool is None:
-            return "unknown"
-        return self._servers.get(server, {}).get(tool, "unknown")
+            return ToolSafety.UNKNOWN
+        return self._servers.get(server, {}).get(tool, ToolSafety.UNKNOWN)
 
 
 @dataclass(slots=True)
@@ -151,7 +152,7 @@ class RetryInfo:
 
     attempt: int = 1
     retry_of: int | None = None
-    origin: str = "none"
+    origin: str = RetryOrigin.NONE
     delay_ms: float | None = None
     after_ms_honored: bool | None = None
     unsafe: bool | None = None
@@ -162,8 +163,7 @@ class RetryInfo:
 NOT_A_RETRY = RetryInfo()
 
 
-@dataclass(frozen=True, slots=True)
-class SessionView:
+class SessionView(NamedTuple):  # a tuple: made once per request, on the hot path
     """What the retry rules need to know about sessions, from the session book."""
 
     #: This attempt's session is server-issued (not a connection stand-in).
@@ -178,19 +178,19 @@ def _origin(prev: Attempt, attempt: Attempt, session: SessionView) -> str | None
     """`reinit`, `resend`, `reissue`, or None when the repeat is a new conversation."""
     if prev.session != attempt.session:
         previous_ended, previous_real = session.lookup(prev.session) or (None, False)
-        if previous_ended in ("delete", "shutdown"):
+        if previous_ended in (EndReason.DELETE, EndReason.SHUTDOWN):
             return None  # the client closed that session on purpose: a new conversation
         if session.real:
             # Only a session opened after the failed attempt can be its recovery; an
             # older one is a concurrent conversation of a look-alike client.
             if session.created is not None and session.created >= prev.start:
-                return "reinit"
+                return RetryOrigin.REINIT
             return None
         if previous_real:
             return None  # a real session, then a connection stand-in: another client run
         # Stateless clients may well retry on a new connection: fall through.
     same_id = prev.rpc_id == attempt.rpc_id and type(prev.rpc_id) is type(attempt.rpc_id)
-    return "resend" if same_id and prev.digest == attempt.digest else "reissue"
+    return RetryOrigin.RESEND if same_id and prev.digest == attempt.digest else RetryOrigin.REISSUE
 
 
 class RetryBook:
@@ -199,6 +199,21 @@ class RetryBook:
     def __init__(self, max_entries: int = limits.MAX_RETRY_SIGNATURES) -> None:
         self._last: OrderedDict[tuple[object, str], Attempt] = OrderedDict()
         self._max = max_entries
+
+    def finish(
+        self,
+        attempt: Attempt,
+        end: float,
+        outcome: Outcome,
+        statuses: list[int],
+        retry_after_ms: int | None,
+    ) -> None:
+        """What a finished attempt tells the next one: how, and when, it ended."""
+        attempt.end = end
+        attempt.outcome = outcome
+        attempt.statuses = statuses
+        attempt.retry_after_ms = retry_after_ms
+        attempt.input_required = outcome is Outcome.INPUT_REQUIRED
 
     def begin(
         self,
@@ -247,6 +262,6 @@ class RetryBook:
             origin=origin,
             delay_ms=delay,
             after_ms_honored=honored,
-            unsafe=safety == "unsafe" and uncertain,
+            unsafe=safety == ToolSafety.UNSAFE and uncertain,
             earlier_statuses=tuple(prev.statuses),
         )

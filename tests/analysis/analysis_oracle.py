@@ -148,7 +148,8 @@ def retries(
                 continue
             f = figs[g]
             f["calls"] += 1
-            if r["outcome"] not in SUCCESSISH:
+            probe = r.get("negotiation") is True or r.get("method") == "server/discover"
+            if r["outcome"] not in SUCCESSISH and not probe:
                 f["failed"][r["outcome"]] += 1
             if r["outcome"] == "INPUT_REQUIRED":
                 f["ir"] += 1

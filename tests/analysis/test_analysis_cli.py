@@ -124,7 +124,7 @@ BAD_INPUTS = [
 @pytest.mark.parametrize(("name", "status", "stderr"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 def test_bad_inputs(name: str, status: ExitStatus, stderr: str) -> None:
     path = FIXTURES / name
-    result = invoke("summary", path)
+    result = invoke("summary", path, "--lenient")
     assert result.exit_code == status
     n = r = 0
     if name.endswith(".gz"):  # the lines before the cut, and the torn one after them
@@ -335,3 +335,13 @@ def test_export_parquet_reads_back_every_record(tmp_path: Path) -> None:
         f"FROM read_parquet('{out}/**/*.parquet', hive_partitioning = true)"
     ).fetchall()
     assert got == [(lines, 2, "BIGINT[]")]
+
+
+@pytest.mark.parametrize("name", ["wrong_schema.jsonl", "README"])
+def test_an_input_that_is_mostly_not_records_exits_2(name: str) -> None:
+    path = FIXTURES / name if name != "README" else Path(__file__).parents[2] / "README.md"
+    result = invoke("summary", path)
+    assert result.exit_code == ExitStatus.USAGE_ERROR
+    assert result.stdout == ""
+    assert "most lines of the input are not records" in result.stderr
+    assert "--lenient reads it anyway" in result.stderr.splitlines()[-1]

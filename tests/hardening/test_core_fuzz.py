@@ -385,22 +385,27 @@ def bounded_tracker() -> Tracker:
 def state_sizes(t: Tracker) -> dict[str, int]:
     """Every collection the tracker keeps, by size (the bound the caps promise)."""
     exchanges = list(t._exchanges.values())
+    waiting = t._waiting
     return {
         "exchanges": len(t._exchanges),
-        "parked": len(t._parked),
-        "unclaimed": len(t._unclaimed),
-        "server_requests": len(t._server_requests),
-        "client_by_agent": len(t._client_by_agent),
-        "held": sum(len(v) for v in t._held.values()),
-        "held_agents": len(t._held),
+        "parked": len(waiting.parked),
+        "unclaimed": len(waiting.unclaimed),
+        "server_requests": len(waiting.server_requests),
+        "client_by_agent": len(t._who.client_by_agent),
+        "held": sum(len(v) for v in waiting.held.values()),
+        "held_agents": len(waiting.held),
         "sessions": len(t.sessions),
         "lost_sessions": len(t.sessions._lost),
         "retry_signatures": len(t.retries._last),
         "servers_known": len(t.safety._servers),
         "notes": max((len(x.notes) for x in exchanges), default=0),
-        "unexpected_ids": max((len(x.unexpected_ids) for x in exchanges), default=0),
+        "unexpected_ids": max(
+            (int(x.stream.has_unexpected_id) for x in exchanges if x.stream is not None),
+            default=0,
+        ),
         "sse_buffer": max(
-            (x.parser.buffered_bytes for x in exchanges if x.parser is not None), default=0
+            (x.stream.decoder.parser.buffered_bytes for x in exchanges if x.stream is not None),
+            default=0,
         ),
     }
 
@@ -660,7 +665,7 @@ def test_core_never_raises_loses_nothing_and_stays_bounded() -> None:
         summary = f"expected {sim.requests_expected} request records, got {kinds}"
         assert kinds["request"] == sim.requests_expected, summary
         assert kinds["notification"] + kinds["response"] == sim.messages_expected, summary
-        assert sim.t.pending == 0 and not sim.t._held, "state left after the proxy stopped"
+        assert sim.t.pending == 0 and not sim.t._waiting.held, "state left after the proxy stopped"
         tally.requests_expected += sim.requests_expected
         tally.messages_expected += sim.messages_expected
 
@@ -862,7 +867,7 @@ def test_records_held_for_a_client_that_never_returns_are_bounded() -> None:
         )
         written += t.handle(ResponseStarted(flow, ts, 400, rejected))
         written += t.handle(ResponseBody(flow, ts, error, len(error)))
-        assert len(t._held) <= 50
+        assert len(t._waiting.held) <= 50
     before_stop = len(written)
     written += t.handle(ProxyStopping(2e9))
     figures("core-held-bound", clients=clients, written_before_stop=before_stop,

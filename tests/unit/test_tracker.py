@@ -14,6 +14,7 @@ from mcp_layers_core.events import (
     ResponseStarted,
     StreamChunk,
 )
+from mcp_layers_core.lifecycle import FLOW_PHASES, Cause, step
 from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase
 from wire import JSON, PEER, SERVER, SSE, Run, call, event, result, rpc
 
@@ -369,9 +370,20 @@ def test_impossible_event_order_is_a_local_usage_error() -> None:
 def test_transition_table_covers_every_phase_and_ends_in_done() -> None:
     assert set(TRANSITIONS) == set(Phase)
     for phase, moves in TRANSITIONS.items():
-        if phase is not Phase.DONE:
+        if phase in FLOW_PHASES:  # a flow's own phases: its events end it
             assert FlowFailed in moves and ProxyStopping in moves
-            assert Phase.DONE in moves.values()
+        if phase is not Phase.DONE:
+            assert ProxyStopping in moves and Phase.DONE in moves.values()
+    # What waits beyond its flow is reachable, and every wait is bounded by a cap.
+    reachable = {nxt for moves in TRANSITIONS.values() for nxt in moves.values()}
+    assert {Phase.PARKED, Phase.HELD} <= reachable
+    for waiting in (Phase.PARKED, Phase.HELD, Phase.UNCLAIMED):
+        assert TRANSITIONS[waiting][Cause.EVICTED] is Phase.DONE
+
+
+def test_a_move_the_table_forbids_is_named() -> None:
+    with pytest.raises(LocalUsageError, match=r"can.t handle ANSWERED .* HELD"):
+        step(Phase.HELD, Cause.ANSWERED)
 
 
 def test_error_message_is_scrubbed_and_cut() -> None:

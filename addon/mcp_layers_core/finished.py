@@ -1,0 +1,105 @@
+"""A finished pairing as a frozen value: everything its record says, nothing more.
+
+(Named tuples rather than frozen dataclasses: one is made per record, on the hot path,
+and a tuple is built several times faster than a frozen dataclass sets its fields.)
+
+The tracker makes one of these the moment a story ends (after updating the session and
+retry books from it), and `records.py` turns it into the record, a pure function. A
+value may wait (`HELD`) before it is written; nothing about it changes meanwhile except
+the one thing the wait is for, which the record builder takes as an argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .classify import Verdict
+from .notes import Note
+from .retries import RetryInfo
+
+
+class Head(NamedTuple):
+    """The flow a record comes from: who, where, when, and how the transport answered."""
+
+    kind: str  # request | notification | response
+    started: float
+    ended: float
+    server: str
+    session: str
+    client: str | None
+    user_agent: str | None
+    protocol_version: str | None
+    post_count: int | None
+    status: int | None
+    content_type: str | None
+    scenario: str | None
+    injected: dict[str, str] | None
+    notes: tuple[Note, ...]
+    flow: str  # the adapter's flow id: not in the record; lets the adapter find the flow
+
+
+class SseSummary(NamedTuple):
+    events: int
+    final: bool
+    end: str
+    resumed: bool
+
+
+class FinishedRequest(NamedTuple):
+    head: Head
+    record_id: int
+    method: str
+    tool: str | None
+    rpc_id: object
+    verdict: Verdict
+    statuses: tuple[int, ...]  # earlier attempts' statuses, then this one's
+    sse: SseSummary | None
+    answer_on_get_stream: bool
+    retry: RetryInfo
+    retry_after_ms: int | None
+    safety: str | None
+    previous_session: str | None
+    #: (request, answer) when `record_bodies` is on; redacted when the record is built.
+    bodies: tuple[dict[str, Any] | None, object] | None
+
+
+class FinishedMessage(NamedTuple):
+    """A POST of notifications or of answers to server requests: counted, not judged."""
+
+    head: Head
+    record_id: int
+    method: str | None
+    answered: tuple[str, float] | None  # (serverMethod, answerMs)
+    had_body: bool
+
+
+class FinishedSession(NamedTuple):
+    """The end of a session's lifeline: a DELETE, a 404, or the proxy stopping."""
+
+    record_id: int
+    started: float
+    ended: float
+    server: str
+    session: str
+    client: str | None
+    user_agent: str | None
+    protocol_version: str | None
+    posts: int
+    status: int | None
+    scenario: str | None
+    injected: dict[str, str] | None
+    end_reason: str | None
+    stats: dict[str, int]
+    #: The client's DELETE: its flow's notes, then how the DELETE went. None otherwise.
+    delete_notes: tuple[Note, ...] | None
+    #: The flow that ended the session (a DELETE, a POST answered 404); None at shutdown.
+    flow: str | None
+
+
+Finished = FinishedRequest | FinishedMessage | FinishedSession
+
+
+def flow_of(finished: Finished) -> str | None:
+    """The id of the flow a finished value's record belongs to (None: no flow, the
+    proxy's own end of a session)."""
+    return finished.flow if isinstance(finished, FinishedSession) else finished.head.flow

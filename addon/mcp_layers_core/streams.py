@@ -1,0 +1,185 @@
+"""Reading an SSE stream as it passes: answers, server requests, notifications, endpoints.
+
+A mixin of `Tracker` (it shares the tracker's books): one place for everything a stream
+item can mean. The stream bytes are decoded by `decode.StreamDecoder`; what each event
+is (its SSE event type, its data) is judged in `_stream_item`, and each JSON-RPC message
+in it in `_stream_message`, where an answer finds its request on this stream, a parked
+request of the session, or waits as unclaimed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from . import limits
+from .classify import Outcome, Verdict, classify_answer
+from .decode import event_value
+from .exchanges import Exchange, PendingRequest, StreamState
+from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response
+from .lifecycle import Cause
+from .sse import SseAnomaly, SseEvent
+
+if TYPE_CHECKING:
+    from .exchanges import Parked
+    from .sessions import Session, SessionBook
+    from .settings import Settings
+    from .waiting import WaitingRoom
+
+
+class StreamReading:
+    """The stream half of the tracker."""
+
+    if TYPE_CHECKING:
+        _settings: Settings
+        _waiting: WaitingRoom
+        sessions: SessionBook
+
+        def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None: ...
+        def _answer_parked(
+            self, parked: Parked, msg: dict[str, Any], ts: float
+        ) -> list[dict[str, Any]]: ...
+        def _park(
+            self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
+        ) -> list[dict[str, Any]]: ...
+        def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict[str, Any]]: ...
+        def _finish(self, x: Exchange, ts: float) -> list[dict[str, Any]]: ...
+
+    def _chunk(self, x: Exchange, data: bytes, ts: float) -> list[dict[str, Any]]:
+        if data:
+            x.had_body = True
+        s = x.stream
+        if s is None or not s.decoder.readable or not data:
+            return []
+        items = s.decoder.feed(data)
+        if s.decoder.failure is not None:  # this chunk made the stream unreadable
+            x.notes.add_note(s.decoder.failure)
+            return []
+        records: list[dict[str, Any]] = []
+        for item in items:
+            records += self._stream_item(x, s, item, ts)
+        return records
+
+    def _stream_item(
+        self, x: Exchange, s: StreamState, item: SseEvent | SseAnomaly, ts: float
+    ) -> list[dict[str, Any]]:
+        if isinstance(item, SseAnomaly):
+            if item.kind == "event_over_cap":
+                s.skipped_event = True
+            x.notes.repeat(f"sse_{item.kind}", item.skipped_bytes)
+            return []
+        s.events += 1
+        if item.id:
+            s.saw_event_id = True
+        # The SSE event type: only a GET stream's `endpoint` event means something else.
+        if item.event == "endpoint" and x.kind == "stream":
+            self._legacy_endpoint(x, s, item.data, ts)
+            return []
+        if not item.data:
+            return []  # priming events and keep-alives carry no message
+        value = event_value(item.data)
+        if value is NOT_JSON:
+            s.saw_not_json = True
+            self._give_up_on_foreign_stream(x, s)
+            return []
+        records: list[dict[str, Any]] = []
+        for msg in value if isinstance(value, list) else [value]:
+            records += self._stream_message(x, s, msg, ts)
+        return records
+
+    def _stream_message(
+        self, x: Exchange, s: StreamState, msg: object, ts: float
+    ) -> list[dict[str, Any]]:
+        if is_response(msg):
+            assert isinstance(msg, dict)
+            s.saw_jsonrpc = True
+            p = x.by_id.get(id_key(msg.get("id")))
+            if p is not None and p.verdict is None:
+                p.verdict = classify_answer(p.method, p.rpc_id, msg)
+                self._learn(x, p, msg)
+                return []
+            if p is None:
+                key = (x.session.key, id_key(msg.get("id")))
+                parked = self._waiting.claim(key)
+                if parked is not None:
+                    return self._answer_parked(parked, msg, ts)
+                if x.kind == "stream":
+                    self._waiting.keep_unclaimed(key, msg, ts)  # its POST may not be parked yet
+                elif not s.has_unexpected_id:
+                    # Only the first is reported; keeping them all grew without bound
+                    # on a long stream of wrong ids (found by tests/hardening).
+                    s.unexpected_id, s.has_unexpected_id = msg.get("id"), True
+        elif is_request(msg):
+            assert isinstance(msg, dict)
+            s.saw_jsonrpc = True
+            x.session.server_requests += 1
+            self._waiting.asked((x.session.key, id_key(msg["id"])), msg["method"], ts)
+        elif is_notification(msg):
+            s.saw_jsonrpc = True
+            x.session.server_notifications += 1
+        else:
+            s.saw_non_rpc_json = True
+            self._give_up_on_foreign_stream(x, s)
+        return []
+
+    def _give_up_on_foreign_stream(self, x: Exchange, s: StreamState) -> None:
+        """A GET stream that shows no JSON-RPC after a few events is not MCP: stop parsing."""
+        if (
+            x.kind == "stream"
+            and not s.saw_jsonrpc
+            and s.events >= limits.NON_MCP_STREAM_PROBE_EVENTS
+        ):
+            s.decoder.readable = False
+
+    def _legacy_endpoint(self, x: Exchange, s: StreamState, data: str, ts: float) -> None:
+        """2024-11-05: the stream names the POST URL, and with it the session."""
+        try:
+            query = parse_qs(urlsplit(data.strip()).query)
+        except ValueError:  # not a URL at all (`http://[x/…`): no session to learn
+            return
+        found = next(iter(query.get("session_id") or query.get("sessionId") or []), None)
+        if found:
+            s.saw_jsonrpc = True
+            x.session.get_streams = max(0, x.session.get_streams - 1)
+            x.session = self.sessions.real(found, ts)
+            x.session.get_streams += 1
+            x.session.protocol_version = x.session.protocol_version or "2024-11-05"
+
+    def _stream_closed(self, x: Exchange, how: str, ts: float) -> list[dict[str, Any]]:
+        """The flow's stream (or body) ended `how`: read what is left, then finish."""
+        s = x.stream
+        records: list[dict[str, Any]] = []
+        if s is not None:
+            s.end = how
+            for item in s.decoder.end():
+                records += self._stream_item(x, s, item, ts)
+        if x.kind == "stream":
+            records += self._orphan_legacy_requests(x.session, ts)
+        elif (
+            x.kind == "request"
+            and s is not None
+            and s.saw_event_id
+            and x.status is not None
+            and 200 <= x.status < 300
+            and not (x.protocol_version or "").startswith("2026")
+        ):
+            # 2025-11-25 polling: a stream with event ids may resume on a GET; the story
+            # of its unanswered requests is not over yet.
+            for p in x.requests:
+                if p.verdict is None:
+                    records += self._park(x, p, ts, Cause.RESUMABLE)
+        return records + self._finish(x, ts)
+
+    def _stream_verdict(self, x: Exchange, s: StreamState) -> Verdict:
+        """No answer arrived on the stream for a request: say the most specific thing."""
+        if not s.decoder.readable or s.skipped_event:
+            return Verdict(Outcome.UNINSPECTED)
+        if s.has_unexpected_id:
+            # One note per exchange, not one per request of a batch.
+            x.notes.add_once("unexpected_response_id", s.unexpected_id)
+            return Verdict(Outcome.INVALID_ENVELOPE)
+        if s.saw_not_json:
+            return Verdict(Outcome.MALFORMED_JSON)
+        if s.saw_non_rpc_json:
+            return Verdict(Outcome.INVALID_ENVELOPE)
+        return Verdict(Outcome.STREAM_INCOMPLETE)
