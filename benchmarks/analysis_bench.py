@@ -12,7 +12,7 @@ Contenders, each a separate process timed from start to exit (best of `--repeat`
 
 - `mcp-layers summary FILE --format json` (the installed console script), which answers
   that and much more (layers, methods, tools, error codes, statuses, percentiles of each);
-- the same with `MCP_LAYERS_DECODER=orjson` (no msgspec);
+- with `--spark`, the same on `--engine spark` (local mode, one run);
 - DuckDB: `read_json` told the five columns, GROUP BY GROUPING SETS, `quantile_disc`
   (nearest rank, as ours); the same with the columns detected (`read_json(path)`); and
   DuckDB asked everything `summary` prints;
@@ -268,7 +268,7 @@ def script() -> str:
     return found
 
 
-def compare(n: int, seed: int, repeat: int, skip_jq: bool) -> list[Timing]:
+def compare(n: int, seed: int, repeat: int, skip_jq: bool, spark: bool = False) -> list[Timing]:
     path = recording(n, seed)
     size_mb = path.stat().st_size / 1e6
     print(
@@ -282,13 +282,6 @@ def compare(n: int, seed: int, repeat: int, skip_jq: bool) -> list[Timing]:
             "mcp-layers summary",
             [script(), "summary", str(path), "--format", "json"],
             repeat,
-            parse=ours,
-        ),
-        timed(
-            "mcp-layers summary (orjson, no msgspec)",
-            [script(), "summary", str(path), "--format", "json"],
-            repeat,
-            env={"MCP_LAYERS_DECODER": "orjson"},
             parse=ours,
         ),
         timed(
@@ -307,17 +300,30 @@ def compare(n: int, seed: int, repeat: int, skip_jq: bool) -> list[Timing]:
             "duckdb (everything summary prints)", [py, "-c", DUCKDB_EVERYTHING, str(path)], repeat
         ),
     ]
-    if not skip_jq and shutil.which("jq"):
+    jq = not skip_jq and shutil.which("jq")
+    if jq:
         with tempfile.NamedTemporaryFile("w", suffix=".jq", delete=False) as prog:
             prog.write(JQ_QUESTION)
         runs.append(timed("jq", ["jq", "-n", "-c", "-f", prog.name, str(path)], 1, parse=jq_answer))
         os.unlink(prog.name)
-    exact = runs[2].answer
-    gaps = [check(runs[0].answer, exact, "duckdb"), check(runs[1].answer, exact, "duckdb")]
-    check(runs[3].answer, exact, "duckdb (columns detected)")
-    if runs[-1].name == "jq":
-        check(runs[-1].answer, exact, "jq")  # both exact: equal but for float rounding
-        gaps.append(check(runs[0].answer, runs[-1].answer, "jq"))
+    if spark:
+        runs.append(
+            timed(
+                "mcp-layers summary --engine spark",
+                [script(), "summary", str(path), "--format", "json", "--engine", "spark"],
+                1,
+                parse=ours,
+            )
+        )
+    exact = runs[1].answer
+    gaps = [check(runs[0].answer, exact, "duckdb")]
+    check(runs[2].answer, exact, "duckdb (columns detected)")
+    if spark:
+        gaps.append(check(runs[-1].answer, exact, "spark"))
+    if jq:
+        jq_run = next(t for t in runs if t.name == "jq")
+        check(jq_run.answer, exact, "jq")  # both exact: equal but for float rounding
+        gaps.append(check(runs[0].answer, jq_run.answer, "jq"))
     print(
         f"answers agree: counts equal; percentiles within {max(gaps):.3%} of the exact "
         f"ones (bound {RELATIVE_ERROR:.3%})",
@@ -353,6 +359,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-jq", action="store_true")
+    parser.add_argument("--spark", action="store_true", help="also --engine spark (local[*])")
     parser.add_argument(
         "--rss-at",
         type=int,
@@ -365,7 +372,7 @@ def main() -> None:
     if args.rss_at:
         # First, on its own: ru_maxrss of children only grows, so measure before the rest.
         rss_at(args.rss_at, args.seed)
-    compare(args.records, args.seed, args.repeat, args.skip_jq)
+    compare(args.records, args.seed, args.repeat, args.skip_jq, args.spark)
 
 
 if __name__ == "__main__":
