@@ -333,8 +333,9 @@ def summary(reading: Reading, by: tuple[str, ...], top: int) -> None:
         mcp-layers summary rec.jsonl --client peer-py-client --format json
     """
     from . import summary as summary_mod
+    from .queries import SUMMARY_COLUMNS
 
-    with loaded(reading) as (engine, report):
+    with loaded(reading, SUMMARY_COLUMNS) as (engine, report):
         rows = summary_mod.rows(engine, by, reading.filters, top=top)
     write(reading, summary_mod.headers(by), rows)
     if not rows:
@@ -358,7 +359,9 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
     """
     from . import retries as retries_mod
 
-    with loaded(reading) as (engine, report):
+    from .queries import RETRY_COLUMNS
+
+    with loaded(reading, RETRY_COLUMNS) as (engine, report):
         figs = retries_mod.all_figures(engine, by, reading.filters)
     figs = {g: f for g, f in figs.items() if f[0].value}
     if not figs:
@@ -385,7 +388,10 @@ def compare(reading: Reading, by: tuple[str, ...], top: int) -> None:
     """
     from . import compare as compare_mod
 
-    with loaded(reading) as (engine, report):
+    from .queries import RETRY_COLUMNS, SUMMARY_COLUMNS
+
+    columns = tuple(dict.fromkeys((*SUMMARY_COLUMNS, *RETRY_COLUMNS)))
+    with loaded(reading, columns) as (engine, report):
         headers, rows = compare_mod.table(engine, by, reading.filters, top=top)
     if len(headers) == 1:
         write(reading, headers, [])

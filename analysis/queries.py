@@ -56,6 +56,41 @@ ORIGINS: Final = ("organic", "probe", "injected")
 #: A version-negotiation probe's method (the other probes say `negotiation: true`).
 DISCOVER: Final = "server/discover"
 
+#: Columns the filters and `--by` may read: every command loads them.
+COMMON_COLUMNS: Final = ("kind", "ts", "session", "client", "protocolVersion", "scenario")
+COMMON_COLUMNS_ALL: Final = (*COMMON_COLUMNS, "method", "tool")
+
+#: Columns `summary` reads: a narrower read is a faster one (the rest read as null).
+SUMMARY_COLUMNS: Final = (
+    *COMMON_COLUMNS_ALL,
+    "durationMs",
+    "httpStatuses",
+    "jsonrpc",
+    "outcome",
+    "layer",
+    "injected",
+    "negotiation",
+)
+
+#: Columns `retries` reads.
+RETRY_COLUMNS: Final = (
+    *COMMON_COLUMNS_ALL,
+    "httpStatuses",
+    "jsonrpc",
+    "outcome",
+    "negotiation",
+    "attempt",
+    "retryOf",
+    "retryOrigin",
+    "retryDelayMs",
+    "retryAfterMs",
+    "retryAfterHonored",
+    "unsafeRetry",
+    "continues",
+    "previousSession",
+    "endReason",
+)
+
 #: Latency percentiles summary reports, and retry-delay percentiles retries reports.
 PERCENTILES: Final = (0.50, 0.95, 0.99)
 DELAY_PERCENTILES: Final = (0.50, 0.95)
