@@ -358,7 +358,6 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
         mcp-layers retries rec.jsonl --format csv > retries.csv
     """
     from . import retries as retries_mod
-
     from .queries import RETRY_COLUMNS
 
     with loaded(reading, RETRY_COLUMNS) as (engine, report):
@@ -387,7 +386,6 @@ def compare(reading: Reading, by: tuple[str, ...], top: int) -> None:
         mcp-layers compare recordings/ --by client --by scenario --format markdown
     """
     from . import compare as compare_mod
-
     from .queries import RETRY_COLUMNS, SUMMARY_COLUMNS
 
     columns = tuple(dict.fromkeys((*SUMMARY_COLUMNS, *RETRY_COLUMNS)))

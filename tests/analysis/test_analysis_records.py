@@ -110,7 +110,10 @@ def test_any_lines_are_records_or_reported(
         report = engine.load(inputs.expand([str(path)]), None, warnings.append)
     except NewerRecordVersion:
         return
-    assert report.records + report.bad_lines == sum(1 for x in lines if x.strip())
+    # A line holding only a byte-order mark is blank to DuckDB, as whitespace is.
+    assert report.records + report.bad_lines == sum(
+        1 for x in lines if x.replace(b"\xef\xbb\xbf", b"").strip()
+    )
     assert len(warnings) == report.bad_lines
 
 
