@@ -55,6 +55,7 @@ class DuckEngine:
             "memory_limit": os.environ.get("MCP_LAYERS_MEMORY", DEFAULT_MEMORY),
             "temp_directory": str(self.spool / "spill"),
             "preserve_insertion_order": True,  # `_seq` is the order lines were read in
+            "enable_progress_bar": False,  # it would print into the output
         }
         if threads is not None:
             config["threads"] = threads
