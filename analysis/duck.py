@@ -55,11 +55,11 @@ class DuckEngine:
             "memory_limit": os.environ.get("MCP_LAYERS_MEMORY", DEFAULT_MEMORY),
             "temp_directory": str(self.spool / "spill"),
             "preserve_insertion_order": True,  # `_seq` is the order lines were read in
-            "enable_progress_bar": False,  # it would print into the output
         }
         if threads is not None:
             config["threads"] = threads
         self.con = duckdb.connect(config=config)
+        self.con.execute("SET enable_progress_bar = false")  # it would print into the output
 
     def close(self) -> None:
         self.con.close()

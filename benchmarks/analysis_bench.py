@@ -53,7 +53,8 @@ PCTS = (0.5, 0.95, 0.99)
 
 DUCKDB_QUESTION = """
 import duckdb, json, sys
-con = duckdb.connect(config={"enable_progress_bar": False})
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 src = ("read_json(?, format='newline_delimited', columns={kind: 'VARCHAR', "
        "client: 'VARCHAR', outcome: 'VARCHAR', durationMs: 'DOUBLE', injected: 'JSON'})")
 rows = con.execute(f'''
@@ -79,7 +80,8 @@ DUCKDB_DETECTED = DUCKDB_QUESTION.replace(
 # Everything `summary` prints: each breakdown with its own counts and percentiles.
 DUCKDB_EVERYTHING = """
 import duckdb, json, sys
-con = duckdb.connect(config={"enable_progress_bar": False})
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
 src = ("read_json(?, format='newline_delimited', columns={kind: 'VARCHAR', "
        "client: 'VARCHAR', outcome: 'VARCHAR', layer: 'VARCHAR', method: 'VARCHAR', "
        "tool: 'VARCHAR', durationMs: 'DOUBLE', httpStatuses: 'INTEGER[]', "
