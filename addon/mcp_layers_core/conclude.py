@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 
 from .classify import Outcome, Verdict, http_error, violation
 from .exchanges import Exchange, PendingRequest, StreamState
-from .finished import FinishedMessage, FinishedRequest, FinishedSession, Head, SseSummary
+from .finished import (
+    FinishedMessage,
+    FinishedRequest,
+    FinishedSession,
+    FinishedStream,
+    Head,
+    SseSummary,
+)
 from .notes import Note
 from .record import EndReason
 from .retries import RetryBook, retry_after_ms
@@ -49,6 +56,8 @@ class Concluding:
             x.injected,
             x.notes.snapshot(),
             x.flow,
+            x.header_names,
+            x.accept,
         )
 
     def _conclude_request(
@@ -81,7 +90,11 @@ class Concluding:
             p.rpc_id,
             verdict,
             statuses,
-            None if s is None else SseSummary(s.events, answered, s.end or "error", p.resumed),
+            None
+            if s is None
+            else SseSummary(
+                s.events, answered, s.end or "error", p.resumed, s.saw_event_id, s.retry_ms
+            ),
             s is None and p.via_stream and answered,  # answer_on_get_stream
             p.retry,
             retry_after,
@@ -109,6 +122,19 @@ class Concluding:
     def _conclude_message(self, x: Exchange, ts: float) -> FinishedMessage:
         assert x.record_id is not None
         return FinishedMessage(self._head(x, ts), x.record_id, x.method, x.answered, x.had_body)
+
+    def _conclude_stream(self, x: Exchange, ts: float) -> FinishedStream:
+        s = x.stream
+        resumed = "last-event-id" in x.header_names
+        return FinishedStream(
+            self._head(x, ts),
+            self._take_record_id(),
+            None
+            if s is None
+            else SseSummary(
+                s.events, s.answers > 0, s.end or "error", resumed, s.saw_event_id, s.retry_ms
+            ),
+        )
 
     def _conclude_delete(self, x: Exchange, ts: float) -> FinishedSession:
         # An unanswered DELETE (the client exits while it is in flight) still ends the
@@ -158,4 +184,6 @@ class Concluding:
             stats=session.stats(),
             delete_notes=delete_notes,
             flow=x.flow if x else None,
+            header_names=x.header_names if x and x.kind == "session_end" else (),
+            accept=x.accept if x and x.kind == "session_end" else (),
         )

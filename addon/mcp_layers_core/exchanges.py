@@ -60,6 +60,8 @@ class StreamState:
     #: the session's `legacy_streams` while open.
     endpoint: bool = False
     end: str | None = None  # complete | eof | error
+    retry_ms: int | None = None  # the last `retry:` the stream sent
+    answers: int = 0  # a GET stream: answers it delivered to requests of its session
 
 
 @dataclass(slots=True)
@@ -95,6 +97,9 @@ class Exchange:
     session_lost: bool = False  # a 404 said the server forgot the session
     injected: dict[str, str] | None = None  # a fault rule's {rule, action}
     notes: NoteLog = field(default_factory=NoteLog)
+    # The request's MCP header names and `Accept` media types (`request_headers.py`).
+    header_names: tuple[str, ...] = ()
+    accept: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

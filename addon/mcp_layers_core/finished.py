@@ -36,6 +36,8 @@ class Head(NamedTuple):
     injected: dict[str, str] | None
     notes: tuple[Note, ...]
     flow: str  # the adapter's flow id: not in the record; lets the adapter find the flow
+    header_names: tuple[str, ...] = ()
+    accept: tuple[str, ...] = ()
 
 
 class SseSummary(NamedTuple):
@@ -43,6 +45,8 @@ class SseSummary(NamedTuple):
     final: bool
     end: str
     resumed: bool
+    event_ids: bool = False
+    retry_ms: int | None = None
 
 
 class FinishedRequest(NamedTuple):
@@ -95,9 +99,19 @@ class FinishedSession(NamedTuple):
     delete_notes: tuple[Note, ...] | None
     #: The flow that ended the session (a DELETE, a POST answered 404); None at shutdown.
     flow: str | None
+    header_names: tuple[str, ...] = ()  # a DELETE's
+    accept: tuple[str, ...] = ()
 
 
-Finished = FinishedRequest | FinishedMessage | FinishedSession
+class FinishedStream(NamedTuple):
+    """A GET event stream that ended (or was refused: a 405, say)."""
+
+    head: Head
+    record_id: int
+    sse: SseSummary | None
+
+
+Finished = FinishedRequest | FinishedMessage | FinishedSession | FinishedStream
 
 
 def flow_of(finished: Finished) -> str | None:

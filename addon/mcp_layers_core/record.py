@@ -31,6 +31,8 @@ class Kind(StrEnum):
     NOTIFICATION = "notification"
     RESPONSE = "response"
     SESSION_END = "session_end"
+    #: A GET event stream (standby or resumption), written when it ends.
+    STREAM = "stream"
 
 
 class Layer(StrEnum):
@@ -411,6 +413,18 @@ def _later(name: str, type_: FieldType, nullable: bool, meaning: str) -> Field:
     return Field(name, type_, nullable, meaning, always=False)
 
 
+#: The request headers whose presence (never value) a record notes, in `requestHeaders`.
+RECORDED_REQUEST_HEADERS: Final = (
+    "accept",
+    "last-event-id",
+    "mcp-protocol-version",
+    "mcp-session-id",
+)
+
+#: At most this many `Accept` media types are recorded, each cut to this many characters.
+MAX_ACCEPT_TYPES: Final = 8
+MAX_ACCEPT_CHARS: Final = 80
+
 TS_PATTERN: Final = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"
 
 #: Every field, in the order records carry them (identity, timing, who, what, how it went,
@@ -424,7 +438,9 @@ FIELDS: Final[tuple[Field, ...]] = (
         False,
         "`request` (a JSON-RPC request from the client), `notification` (a POST that "
         "carried only notifications), `response` (a POST that carried the client's answer "
-        "to a server request), `session_end` (a DELETE or the proxy's end of a session)",
+        "to a server request), `session_end` (a DELETE or the proxy's end of a session), "
+        "`stream` (a GET event stream of a session, standby or resumption, written when "
+        "it ends; `httpStatuses` holds its status, `sse` how it went)",
     ),
     Field(
         "ts",
@@ -571,7 +587,9 @@ FIELDS: Final[tuple[Field, ...]] = (
             )
         ),
         True,
-        "for `text/event-stream` answers: `{events, final, end, resumed}`",
+        "for `text/event-stream` answers: `{events, final, end, resumed}`; on `stream` "
+        "records `final` says whether the stream delivered an answer to a request and "
+        "`resumed` whether the GET carried `Last-Event-ID`",
     ),
     Field(
         "retryOrigin",
@@ -659,6 +677,36 @@ FIELDS: Final[tuple[Field, ...]] = (
         Num(),
         True,
         "on `response` records: from the server request on the stream to the client's answer POST",
+    ),
+    _later(
+        "requestHeaders",
+        ListOf(Str()),
+        False,
+        "on POST, GET and DELETE records: which of the MCP request headers "
+        + ", ".join(f"`{h}`" for h in RECORDED_REQUEST_HEADERS)
+        + " the request carried, lower-case and sorted: names only, never values (`[]` on "
+        "records of no request)",
+    ),
+    _later(
+        "accept",
+        ListOf(Str()),
+        False,
+        "the media types the request's `Accept` listed, lower-case, without parameters, in "
+        "order (`[]` without one)",
+    ),
+    _later(
+        "eventIds",
+        Bool(),
+        True,
+        "on SSE answers and `stream` records: whether an event carried an `id` (the stream "
+        "can be resumed with `Last-Event-ID`); null without a stream",
+    ),
+    _later(
+        "retryMs",
+        Int(),
+        True,
+        "on SSE answers and `stream` records: the last `retry:` delay (ms) the stream sent, "
+        "the least a client waits before reconnecting; null when it sent none",
     ),
     _later(
         "endReason",

@@ -11,7 +11,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .classify import Verdict
-from .finished import Finished, FinishedMessage, FinishedRequest, FinishedSession, Head
+from .finished import (
+    Finished,
+    FinishedMessage,
+    FinishedRequest,
+    FinishedSession,
+    FinishedStream,
+    Head,
+    SseSummary,
+)
 from .jsonrpc import NOT_JSON
 from .notes import NO_DETAIL, Note
 from .record import new_record
@@ -74,6 +82,8 @@ def record_of(finished: Finished, negotiation: bool | None = None) -> dict[str, 
         return request_record(finished, negotiation)
     if isinstance(finished, FinishedMessage):
         return message_record(finished)
+    if isinstance(finished, FinishedStream):
+        return stream_record(finished)
     return session_record(finished)
 
 
@@ -82,8 +92,7 @@ def request_record(f: FinishedRequest, negotiation: bool | None = None) -> dict[
     record["prompt"] = f.prompt
     add_verdict(record, f.rpc_id, f.verdict)
     if f.sse is not None:
-        s = f.sse
-        record["sse"] = sse_summary(s.events, s.final, s.end, s.resumed)
+        add_sse(record, f.sse)
     elif f.answer_on_get_stream:
         record["notes"].append("answer_on_get_stream")
     r = f.retry
@@ -120,6 +129,20 @@ def message_record(f: FinishedMessage) -> dict[str, Any]:
     return record
 
 
+def stream_record(f: FinishedStream) -> dict[str, Any]:
+    """A GET event stream: when it opened, how long it lasted, what it carried."""
+    record = _flow_record(f.head, f.record_id, None, None)
+    if f.sse is not None:
+        add_sse(record, f.sse)
+    return record
+
+
+def add_sse(record: dict[str, Any], s: SseSummary) -> None:
+    record["sse"] = sse_summary(s.events, s.final, s.end, s.resumed)
+    record["eventIds"] = s.event_ids
+    record["retryMs"] = s.retry_ms
+
+
 def session_record(f: FinishedSession) -> dict[str, Any]:
     record = base_record(
         record_id=f.record_id,
@@ -139,6 +162,8 @@ def session_record(f: FinishedSession) -> dict[str, Any]:
         scenario=f.scenario,
     )
     record["injected"] = f.injected
+    record["requestHeaders"] = list(f.header_names)
+    record["accept"] = list(f.accept)
     record["endReason"] = f.end_reason
     record["sessionStats"] = f.stats
     if f.delete_notes is not None:
@@ -167,6 +192,8 @@ def _flow_record(
         scenario=head.scenario,
     )
     record["injected"] = head.injected
+    record["requestHeaders"] = list(head.header_names)
+    record["accept"] = list(head.accept)
     record["notes"] = render_notes(head.notes)
     return record
 

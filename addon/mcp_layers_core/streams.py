@@ -82,6 +82,8 @@ class StreamReading:
         s.events += 1
         if item.id:
             s.saw_event_id = True
+        if item.retry is not None:
+            s.retry_ms = item.retry
         # The SSE event type: only a GET stream's `endpoint` event means something else.
         if item.event == "endpoint" and x.kind == "stream":
             self._legacy_endpoint(x, s, item.data, ts)
@@ -152,6 +154,7 @@ class StreamReading:
                 key = (x.session.key, id_key(msg.get("id")))
                 parked = self._waiting.claim(key)
                 if parked is not None:
+                    s.answers += 1
                     return self._answer_parked(parked, msg, ts)
                 if x.kind == "stream":
                     self._waiting.keep_unclaimed(key, msg, ts)  # its POST may not be parked yet

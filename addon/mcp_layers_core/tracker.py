@@ -78,6 +78,7 @@ from .jsonrpc import (
 )
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, step
 from .records import record_of
+from .request_headers import accept_types, header_names
 from .retries import (
     Attempt,
     RetryBook,
@@ -246,6 +247,8 @@ class Tracker(Concluding, StreamReading):
             client=client,
             protocol_version=version,
             post_count=session.posts,
+            header_names=header_names(ev.headers),
+            accept=accept_types(ev.headers),
         )
         if kind == "request":
             for msg in requests:
@@ -329,6 +332,8 @@ class Tracker(Concluding, StreamReading):
             user_agent=user_agent,
             client=session.client,
             protocol_version=session.protocol_version,
+            header_names=header_names(ev.headers),
+            accept=accept_types(ev.headers),
         )
         return records
 
@@ -582,7 +587,9 @@ class Tracker(Concluding, StreamReading):
                 for p in x.requests
                 if not p.via_stream
             ]
-        elif x.kind != "stream":
+        elif x.kind == "stream":
+            finished.append(self._conclude_stream(x, ts))
+        else:
             finished.append(self._conclude_message(x, ts))
         if x.session_lost:
             finished.append(self._conclude_session(x.session, x.status, x.started, ts, x))

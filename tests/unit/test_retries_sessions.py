@@ -288,8 +288,9 @@ def test_2024_11_05_posts_are_answered_on_the_endpoint_stream() -> None:
     lost = r.post(call(1), UA, query_session="abc123")
     r.t.handle(ResponseStarted(lost, r.tick(), 202, {}))
     r.t.handle(ResponseBody(lost, r.tick(), b"", 0))
-    (rec,) = r.t.handle(StreamEnded(get, r.tick()))
+    rec, stream = r.t.handle(StreamEnded(get, r.tick()))
     assert (rec["outcome"], rec["notes"]) == ("STREAM_INCOMPLETE", ["answer_stream_closed"])
+    assert stream["kind"] == "stream" and stream["session"] == init["session"]
     assert rec["session"] == init["session"] and rec["postCount"] == 2
 
 
@@ -307,7 +308,19 @@ def test_2025_11_25_resumed_stream_completes_the_original_post() -> None:
     (rec,) = r.chunk(get, b"id: ev-2\n" + event(result(3, content=[])))
     assert rec["outcome"] == "TOOL_SUCCESS"
     assert rec["sse"] == {"events": 1, "final": True, "end": "complete", "resumed": True}
-    assert r.t.handle(StreamEnded(get, r.tick())) == []
+    # The POST's own stream: resumable (an event id) and a `retry:` of 500 ms.
+    assert (rec["eventIds"], rec["retryMs"]) == (True, 500)
+    (stream,) = r.t.handle(StreamEnded(get, r.tick()))
+    assert stream["kind"] == "stream" and stream["httpStatuses"] == [200]
+    assert stream["requestHeaders"] == [
+        "accept",
+        "last-event-id",
+        "mcp-protocol-version",
+        "mcp-session-id",
+    ]
+    assert stream["accept"] == ["text/event-stream"]
+    assert stream["sse"] == {"events": 1, "final": True, "end": "complete", "resumed": True}
+    assert (stream["eventIds"], stream["retryMs"], stream["method"]) == (True, None, None)
 
 
 def test_unresumed_stream_is_written_at_shutdown_or_after_the_window() -> None:
