@@ -369,6 +369,33 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
     write(reading, retries_mod.headers(by), retries_mod.rows(figs))
 
 
+@cli.command(short_help="PASS/FAIL/NOT_EXERCISED per client and spec requirement.")
+@reading_options
+def verdicts(reading: Reading) -> None:
+    """Per client (name@version) and spec requirement: PASS, FAIL or NOT_EXERCISED.
+
+    Judged from the traffic the client sent: re-initialising after a 404 and carrying on,
+    Last-Event-ID on a resumption GET, the SSE retry delay, reconnecting after a graceful
+    close, Retry-After, MCP-Protocol-Version, Accept, notifications/initialized, unique
+    request ids, DELETE at the end. Each row names the rule (spec version, section,
+    MUST/SHOULD) and the evidence (record ids and times). Exit status 1 when any FAIL.
+
+    \b
+    Example:
+        mcp-layers verdicts recordings/
+        mcp-layers verdicts lab/runs/ --format markdown
+    """
+    from . import verdicts as verdicts_mod
+
+    with loaded(reading, verdicts_mod.COLUMNS) as (engine, report):
+        rows = verdicts_mod.verdict_rows(engine, reading.filters)
+    write(reading, verdicts_mod.HEADERS, rows)
+    if not rows:
+        nothing_matched(reading, report, "client")
+    if any(row[2] == verdicts_mod.Verdict.FAIL for row in rows):
+        raise SystemExit(ExitStatus.VERDICT_FAILED)
+
+
 @cli.command(short_help="Summary and retries figures side by side, a column per client.")
 @reading_options
 @by_option(repeatable=True)
