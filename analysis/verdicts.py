@@ -366,7 +366,10 @@ HEADERS: Final = ("client", "check", "verdict", "level", "spec", "evidence")
 
 def rule_sql(rule: Rule, filters: Filters) -> str:
     """One rule's instances: client, ok, id, ts, evidence, in input order."""
-    return f"WITH {base(filters)}\nSELECT client, ok, id, ts, evidence FROM ({rule.sql})\nORDER BY ts, id"
+    return (
+        f"WITH {base(filters)}\nSELECT client, ok, id, ts, evidence FROM ({rule.sql})\n"
+        "ORDER BY ts, id"
+    )
 
 
 def clients_sql(filters: Filters) -> str:

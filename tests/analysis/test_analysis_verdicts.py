@@ -1,0 +1,360 @@
+"""`mcp-layers verdicts`: every rule on synthetic records, for PASS, FAIL and NOT_EXERCISED,
+and the real agents' committed recordings."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from analysis_helpers import FIXTURES, invoke
+from mcp_layers_analysis.verdicts import RULES
+from mcp_layers_core.record import new_record
+
+T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+CLIENT = "probe-client@1.0"
+SESSION = "s-aaaaaaaaaa"
+ALL_HEADERS = ["accept", "mcp-protocol-version", "mcp-session-id"]
+BOTH = ["application/json", "text/event-stream"]
+
+
+class Book:
+    """Records of one synthetic recording, numbered and timed in order."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def add(self, kind: str, at_s: float, **fields: Any) -> dict[str, Any]:
+        ts = (T0 + timedelta(seconds=at_s)).isoformat(timespec="milliseconds")
+        values: dict[str, Any] = {
+            "session": SESSION,
+            "client": CLIENT,
+            "protocolVersion": "2025-11-25",
+            "durationMs": 10.0,
+            "server": "127.0.0.1:1",
+            "requestHeaders": ALL_HEADERS if kind != "session_end" else [],
+            "accept": BOTH if kind in ("request", "notification", "response") else [],
+        }
+        if kind == "stream":
+            values["accept"] = ["text/event-stream"]
+        values.update(fields)
+        rec = new_record(
+            id=len(self.records) + 1, kind=kind, ts=ts.replace("+00:00", "Z"), **values
+        )
+        self.records.append(rec)
+        return rec
+
+    def request(self, at_s: float, method: str, rpc_id: object, **fields: Any) -> dict[str, Any]:
+        fields.setdefault("outcome", "SUCCESS")
+        fields.setdefault("httpStatuses", [200])
+        return self.add(
+            "request",
+            at_s,
+            method=method,
+            jsonrpc={"id": rpc_id, "errorCode": None, "errorMessage": None},
+            **fields,
+        )
+
+    def opened(self) -> Book:
+        """initialize, notifications/initialized, tools/list."""
+        self.request(0, "initialize", 0, requestHeaders=["accept"])
+        self.add("notification", 0.1, method="notifications/initialized", httpStatuses=[202])
+        self.request(0.2, "tools/list", 1)
+        return self
+
+    def deleted(self, at_s: float) -> Book:
+        self.add(
+            "session_end",
+            at_s,
+            endReason="delete",
+            httpStatuses=[200],
+            requestHeaders=["mcp-protocol-version", "mcp-session-id"],
+        )
+        return self
+
+    def write(self, tmp_path: Path) -> Path:
+        path = tmp_path / "rec.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in self.records))
+        return path
+
+
+def verdicts(book: Book, tmp_path: Path) -> tuple[int, dict[str, dict[str, Any]]]:
+    result = invoke("verdicts", book.write(tmp_path), "--format", "json")
+    rows = json.loads(result.stdout)
+    return result.exit_code, {row["check"]: row for row in rows if row["client"] == CLIENT}
+
+
+def verdict_of(book: Book, tmp_path: Path, check: str) -> tuple[str, str | None]:
+    _, rows = verdicts(book, tmp_path)
+    return rows[check]["verdict"], rows[check]["evidence"]
+
+
+def test_every_rule_has_its_metadata_and_conformance_ids_are_spelt_exactly() -> None:
+    ids = {r.id for r in RULES}
+    assert len(ids) == len(RULES)
+    for wanted in (
+        "client-sse-last-event-id",
+        "client-sse-retry-timing",
+        "client-sse-graceful-reconnect",
+        "client-session-renegotiate-on-404",
+        "client-session-continues-after-renegotiation",
+    ):
+        assert wanted in ids
+    for rule in RULES:
+        assert rule.level in ("MUST", "SHOULD") and rule.spec[:2] == "20" and rule.section
+
+
+def test_a_well_behaved_session_passes_and_the_rest_is_not_exercised(tmp_path: Path) -> None:
+    code, rows = verdicts(Book().opened().deleted(1), tmp_path)
+    assert code == 0
+    passed = {c for c, r in rows.items() if r["verdict"] == "PASS"}
+    assert passed == {
+        "client-initialized-notification",
+        "client-request-ids-unique",
+        "client-session-delete",
+        "client-protocol-version-header",
+        "client-accept-json-and-sse",
+    }
+    assert {rows[c]["verdict"] for c in rows.keys() - passed} == {"NOT_EXERCISED"}
+    assert rows["client-session-delete"]["level"] == "SHOULD"
+
+
+def test_no_initialized_no_delete_reused_id_fail_and_exit_1(tmp_path: Path) -> None:
+    book = Book()
+    book.request(0, "initialize", 0)
+    book.request(0.2, "tools/list", 1)
+    book.request(0.3, "tools/call", 1)
+    book.add("session_end", 2, endReason="shutdown")
+    code, rows = verdicts(book, tmp_path)
+    assert code == 1
+    assert rows["client-initialized-notification"]["verdict"] == "FAIL"
+    assert rows["client-session-delete"]["verdict"] == "FAIL"
+    ids = rows["client-request-ids-unique"]
+    assert ids["verdict"] == "FAIL" and "#2, #3" in ids["evidence"]
+
+
+def test_a_resend_with_the_same_id_is_not_a_reused_id(tmp_path: Path) -> None:
+    book = Book().opened()
+    book.request(0.3, "tools/call", 1, retryOrigin="resend", retryOf=3)
+    assert verdict_of(book, tmp_path, "client-request-ids-unique")[0] == "PASS"
+
+
+def test_protocol_version_header_and_accept(tmp_path: Path) -> None:
+    book = Book().opened()
+    book.request(0.3, "tools/call", 2, requestHeaders=["mcp-session-id"], accept=["*/*"])
+    _, rows = verdicts(book, tmp_path)
+    header = rows["client-protocol-version-header"]
+    assert header["verdict"] == "FAIL" and "#4" in header["evidence"]
+    assert rows["client-accept-json-and-sse"]["verdict"] == "FAIL"
+    assert "Accept: */*" in rows["client-accept-json-and-sse"]["evidence"]
+
+
+def test_older_recordings_without_header_fields_are_not_exercised(tmp_path: Path) -> None:
+    book = Book().opened()
+    for r in book.records:
+        del r["requestHeaders"], r["accept"]
+    _, rows = verdicts(book, tmp_path)
+    assert rows["client-protocol-version-header"]["verdict"] == "NOT_EXERCISED"
+    assert rows["client-accept-json-and-sse"]["verdict"] == "NOT_EXERCISED"
+
+
+def test_before_2025_06_18_the_header_is_not_required(tmp_path: Path) -> None:
+    book = Book()
+    book.request(0, "initialize", 0, protocolVersion="2025-03-26")
+    book.request(0.2, "tools/list", 1, protocolVersion="2025-03-26", requestHeaders=["accept"])
+    assert verdict_of(book, tmp_path, "client-protocol-version-header")[0] == "NOT_EXERCISED"
+
+
+def lost_session(book: Book, *, reinit: bool, carry_on: bool, old_id: bool = False) -> Book:
+    book.opened()
+    book.request(1, "tools/call", 2, httpStatuses=[404], outcome="HTTP_ERROR")
+    book.add("session_end", 1, endReason="not_found", httpStatuses=[404])
+    if reinit:
+        headers = ["accept", "mcp-session-id"] if old_id else ["accept"]
+        book.request(
+            2,
+            "initialize",
+            0,
+            session="s-bbbbbbbbbb",
+            previousSession=SESSION,
+            requestHeaders=headers,
+        )
+        if carry_on:
+            book.request(2.5, "tools/call", 1, session="s-bbbbbbbbbb")
+    return book
+
+
+@pytest.mark.parametrize(
+    ("reinit", "carry_on", "old_id", "renegotiate", "continues"),
+    [
+        (True, True, False, "PASS", "PASS"),
+        (True, False, False, "PASS", "FAIL"),
+        (False, False, False, "FAIL", "NOT_EXERCISED"),
+        (True, True, True, "FAIL", "PASS"),
+    ],
+)
+def test_404_renegotiation(
+    tmp_path: Path, reinit: bool, carry_on: bool, old_id: bool, renegotiate: str, continues: str
+) -> None:
+    book = lost_session(Book(), reinit=reinit, carry_on=carry_on, old_id=old_id)
+    _, rows = verdicts(book, tmp_path)
+    assert rows["client-session-renegotiate-on-404"]["verdict"] == renegotiate
+    assert rows["client-session-continues-after-renegotiation"]["verdict"] == continues
+
+
+def test_404_rules_not_exercised_without_a_404(tmp_path: Path) -> None:
+    _, rows = verdicts(Book().opened(), tmp_path)
+    assert rows["client-session-renegotiate-on-404"]["verdict"] == "NOT_EXERCISED"
+
+
+def cut_stream(book: Book, *, end: str, retry_ms: int | None) -> Book:
+    """tools/call whose SSE answer (event ids) closed before the answer."""
+    book.opened()
+    book.request(
+        1,
+        "tools/call",
+        2,
+        durationMs=100.0,
+        contentType="text/event-stream",
+        outcome="STREAM_INCOMPLETE",
+        sse={"events": 1, "final": False, "end": end, "resumed": False},
+        eventIds=True,
+        retryMs=retry_ms,
+    )
+    return book
+
+
+def get(book: Book, at_s: float, *, last_event_id: bool) -> None:
+    headers = ["accept", "mcp-protocol-version", "mcp-session-id"]
+    if last_event_id:
+        headers = sorted([*headers, "last-event-id"])
+    book.add(
+        "stream",
+        at_s,
+        httpStatuses=[200],
+        contentType="text/event-stream",
+        requestHeaders=headers,
+        sse={"events": 1, "final": True, "end": "complete", "resumed": last_event_id},
+        eventIds=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("gap_s", "last_event_id", "lei", "timing", "graceful"),
+    [
+        (1.0, True, "PASS", "PASS", "PASS"),  # waited 900 ms of 500
+        (0.15, True, "PASS", "FAIL", "PASS"),  # 50 ms after the cut: too soon
+        (1.0, False, "FAIL", "PASS", "PASS"),
+        (None, False, "NOT_EXERCISED", "NOT_EXERCISED", "FAIL"),  # never came back
+    ],
+)
+def test_resumption_rules(
+    tmp_path: Path,
+    gap_s: float | None,
+    last_event_id: bool,
+    lei: str,
+    timing: str,
+    graceful: str,
+) -> None:
+    book = cut_stream(Book(), end="eof", retry_ms=500)
+    if gap_s is not None:
+        get(book, 1 + gap_s, last_event_id=last_event_id)
+    _, rows = verdicts(book, tmp_path)
+    assert rows["client-sse-last-event-id"]["verdict"] == lei
+    assert rows["client-sse-retry-timing"]["verdict"] == timing
+    assert rows["client-sse-graceful-reconnect"]["verdict"] == graceful
+
+
+def test_retry_timing_needs_a_retry_field_and_graceful_needs_a_clean_close(
+    tmp_path: Path,
+) -> None:
+    book = cut_stream(Book(), end="error", retry_ms=None)
+    get(book, 3, last_event_id=True)
+    _, rows = verdicts(book, tmp_path)
+    assert rows["client-sse-retry-timing"]["verdict"] == "NOT_EXERCISED"
+    assert rows["client-sse-graceful-reconnect"]["verdict"] == "NOT_EXERCISED"
+    assert rows["client-sse-last-event-id"]["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize(("honored", "verdict"), [(True, "PASS"), (False, "FAIL"), (None, None)])
+def test_retry_after(tmp_path: Path, honored: bool | None, verdict: str | None) -> None:
+    book = Book().opened()
+    book.request(1, "tools/call", 2, httpStatuses=[429], outcome="HTTP_ERROR", retryAfterMs=2000)
+    if honored is not None:
+        book.request(
+            3 if honored else 1.1,
+            "tools/call",
+            3,
+            retryOrigin="reissue",
+            retryOf=4,
+            retryDelayMs=1990.0 if honored else 90.0,
+            retryAfterHonored=honored,
+            httpStatuses=[429, 200],
+        )
+    state, evidence = verdict_of(book, tmp_path, "client-retry-after-honored")
+    assert state == (verdict or "NOT_EXERCISED")
+    if verdict:
+        assert "asked 2000 ms" in (evidence or "")
+
+
+@pytest.mark.parametrize(("posts_after", "verdict"), [(True, "PASS"), (False, "FAIL")])
+def test_get_405(tmp_path: Path, posts_after: bool, verdict: str) -> None:
+    book = Book()
+    book.request(0, "initialize", 0)
+    book.add("notification", 0.1, method="notifications/initialized")
+    book.add("stream", 0.2, httpStatuses=[405], contentType=None)
+    if posts_after:
+        book.request(0.3, "tools/list", 1)
+    _, rows = verdicts(book, tmp_path)
+    assert rows["client-get-405-not-fatal"]["verdict"] == verdict
+    assert rows["client-get-accept-sse"]["verdict"] == "PASS"
+
+
+def test_each_client_is_judged_on_its_own(tmp_path: Path) -> None:
+    book = Book().opened().deleted(1)
+    book.request(0, "initialize", 0, session="s-cccccccccc", client="other@2")
+    result = invoke("verdicts", book.write(tmp_path), "--format", "json")
+    rows = json.loads(result.stdout)
+    other = {r["check"]: r["verdict"] for r in rows if r["client"] == "other@2"}
+    mine = {r["check"]: r["verdict"] for r in rows if r["client"] == CLIENT}
+    assert other["client-initialized-notification"] == "FAIL"
+    assert mine["client-initialized-notification"] == "PASS"
+    assert result.exit_code == 1
+
+
+def test_client_filter(tmp_path: Path) -> None:
+    book = Book().opened().deleted(1)
+    book.request(0, "initialize", 0, session="s-cccccccccc", client="other@2")
+    result = invoke("verdicts", book.write(tmp_path), "--format", "json", "--client", CLIENT)
+    assert {r["client"] for r in json.loads(result.stdout)} == {CLIENT}
+    assert result.exit_code == 0
+
+
+REAL = sorted(FIXTURES.glob("real_lab_*.jsonl"))
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.stem)
+def test_real_agent_recordings(path: Path) -> None:
+    """The committed agent recordings (written before the header fields existed)."""
+    result = invoke("verdicts", path, "--format", "json")
+    rows = json.loads(result.stdout)
+    assert rows and result.exit_code in (0, 1)
+    (client,) = {r["client"] for r in rows}
+    got = {r["check"]: r["verdict"] for r in rows}
+    assert got["client-initialized-notification"] == "PASS", client
+    assert got["client-request-ids-unique"] == "PASS"
+    assert got["client-protocol-version-header"] == "NOT_EXERCISED"  # no requestHeaders yet
+    assert result.exit_code == (1 if "FAIL" in got.values() else 0)
+    if "session_404" in path.stem:
+        assert got["client-session-renegotiate-on-404"] == "PASS"
+        assert got["client-session-continues-after-renegotiation"] == "PASS"
+    if "429" in path.stem:  # Claude Code retried 45 ms after a Retry-After of 2 s
+        assert got["client-retry-after-honored"] == "FAIL"
+
+
+def test_every_rule_is_documented() -> None:
+    doc = (FIXTURES.parents[2] / "docs" / "cli.md").read_text()
+    for rule in RULES:
+        assert f"| `{rule.id}` | {rule.level} |" in doc
