@@ -94,6 +94,7 @@ REQUEST: Final = record.Kind.REQUEST.value
 NOTIFICATION: Final = record.Kind.NOTIFICATION.value
 RESPONSE: Final = record.Kind.RESPONSE.value
 SESSION_END: Final = record.Kind.SESSION_END.value
+STREAM: Final = record.Kind.STREAM.value
 KINDS: Final = tuple(k.value for k in record.Kind)
 
 #: Layers in the order a table lists them (outer to inner, then the proxy's own).

@@ -12,12 +12,12 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, Final
 
-from . import queries
+from . import forensics, queries, verdicts
 from .filters import Filters
 from .limits import MAX_SHOWN_RECORDS
 from .load import Engine
 from .render import Cell, Millis, Seconds
-from .schema import REQUEST, RESPONSE, SESSION_END
+from .schema import REQUEST, RESPONSE, SESSION_END, STREAM
 
 SESSION_HEADERS: Final = (
     "session",
@@ -111,10 +111,18 @@ def show_rows(
         found = found[:MAX_SHOWN_RECORDS]
     records = [SimpleNamespace(**dict(zip(SHOW_COLUMNS, row, strict=True))) for row in found]
     start = (records[0].ts or "") if records else None
+    # What the client did after each failure or cut stream (hang forensics).
+    then = {
+        a.id: forensics.phrase(a)
+        for a in forensics.aftermaths(engine, verdicts.base(filters), session)
+    }
     out: list[list[Cell]] = []
     for r in records:
         offset = seconds_between(start, r.ts or "")
-        out.append([None if offset is None else Seconds(offset), *timeline_cells(r)])
+        cells = timeline_cells(r)
+        if r.id in then:
+            cells[-1] = "; ".join(x for x in (cells[-1], then[r.id]) if x)
+        out.append([None if offset is None else Seconds(offset), *cells])
     return out
 
 
@@ -126,6 +134,8 @@ def timeline_cells(r: Any) -> list[Cell]:
         call = f"answer to {r.serverMethod or r.method or '?'}"
     elif kind == SESSION_END:
         call = "end of session"
+    elif kind == STREAM:
+        call = "GET stream"
     else:
         call = " ".join(x for x in (r.method, r.tool) if x) or None
     statuses = " ".join(map(str, r.httpStatuses)) if r.httpStatuses else None

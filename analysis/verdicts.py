@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from . import queries
+from . import forensics, queries
 from .filters import Filters
 from .load import Engine
 from .table import SEQUENCE, SOURCE, TABLE
@@ -71,6 +71,7 @@ COLUMNS: Final = (
     "eventIds",
     "retryMs",
     "notes",
+    "negotiation",
 )
 
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between.
@@ -87,7 +88,7 @@ def base(filters: Filters) -> str:
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, ts, session, method, outcome,
     protocolVersion AS pv, httpStatuses, sse, retryOrigin, retryOf, retryDelayMs,
     retryAfterMs, retryAfterHonored, previousSession, endReason, requestHeaders, accept,
-    eventIds, retryMs, notes, jsonrpc,
+    eventIds, retryMs, notes, jsonrpc, negotiation,
     coalesce(max(client) OVER (PARTITION BY {SOURCE}, session), '(unknown client)') AS cl,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1,
@@ -118,7 +119,7 @@ _NEXT_GET = """(SELECT g.id, g.ts, g.t0, g.requestHeaders FROM r g
 
 def _rules() -> tuple[Rule, ...]:
     cut_next = f"""
-  SELECT c.cl AS client, c.id, c.ts, c.m, c.t1, c.retryMs, n.id AS next_id, n.ts AS next_ts,
+  SELECT c.src, c.cl AS client, c.id, c.ts, c.m, c.t1, c.retryMs, n.id AS next_id, n.ts AS next_ts,
     n.t0 AS next_t0, n.requestHeaders AS next_headers, c.sse.final AS final, c.sse."end" AS how
   FROM r c LEFT JOIN LATERAL {_NEXT_GET} n ON TRUE
   WHERE {_CUT}"""
@@ -130,7 +131,7 @@ def _rules() -> tuple[Rule, ...]:
             "MUST",
             "after a 404 on its session, start a new session: `initialize` without a session id",
             f"""
-SELECT l.cl AS client,
+SELECT l.src, l.cl AS client,
   CASE WHEN i.id IS NULL THEN FALSE
        WHEN i.requestHeaders IS NULL THEN TRUE
        ELSE NOT list_contains(i.requestHeaders, 'mcp-session-id') END AS ok,
@@ -154,7 +155,7 @@ WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found'""",
             "SHOULD",
             "after re-initialising, carry on in the new session (the work the 404 interrupted)",
             f"""
-SELECT i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
+SELECT i.src, i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
   'new session ' || {_at("i")} || CASE WHEN n.id IS NULL
     THEN ': no request followed in it'
     ELSE ': then ' || coalesce(n.method, '?') || ' ' || {_at("n")} END AS evidence
@@ -175,7 +176,7 @@ WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SU
             "SHOULD",
             "resume a lost stream that had event ids with a GET carrying `Last-Event-ID`",
             f"""
-SELECT client,
+SELECT src, client,
   CASE WHEN next_id IS NULL OR next_headers IS NULL THEN NULL
        ELSE list_contains(next_headers, 'last-event-id') END AS ok,
   id, ts,
@@ -193,7 +194,7 @@ FROM ({cut_next}) WHERE m""",
             "MUST",
             "wait the stream's SSE `retry:` delay before reconnecting",
             f"""
-SELECT client,
+SELECT src, client,
   CASE WHEN next_id IS NULL THEN NULL
        ELSE next_t0 - t1 >= retryMs - {WAIT_TOLERANCE_MS} END AS ok,
   id, ts,
@@ -210,7 +211,7 @@ FROM ({cut_next}) WHERE m AND retryMs IS NOT NULL""",
             "when the server closes a POST's stream (event ids, no answer yet), reconnect "
             "with GET to receive the answer",
             f"""
-SELECT client, next_id IS NOT NULL AS ok, id, ts,
+SELECT src, client, next_id IS NOT NULL AS ok, id, ts,
   'stream #' || id || ' at ' || substr(ts, 12, 12) || ' closed (' || how || ') before '
     || 'its answer; ' || CASE WHEN next_id IS NULL THEN 'no GET followed'
     ELSE 'GET #' || next_id || ' after ' || (next_t0 - t1) || ' ms' END AS evidence
@@ -224,7 +225,7 @@ FROM ({cut_next}) WHERE m AND NOT final AND how IN ('complete', 'eof')
             "SHOULD",
             "after a 429/503 with `Retry-After`, wait at least that long before retrying",
             f"""
-SELECT r.cl AS client, r.retryAfterHonored AS ok, r.id, r.ts,
+SELECT r.src, r.cl AS client, r.retryAfterHonored AS ok, r.id, r.ts,
   {_at("r")} || ' retried #' || coalesce(CAST(r.retryOf AS VARCHAR), '?') || ' after '
     || coalesce(CAST(round(r.retryDelayMs) AS BIGINT) || ' ms', '?') || ', asked '
     || coalesce(CAST(p.retryAfterMs AS VARCHAR) || ' ms', '?') AS evidence
@@ -238,7 +239,7 @@ WHERE r.m AND r.retryAfterHonored IS NOT NULL""",
             "MUST",
             "send `MCP-Protocol-Version` on every request after initialisation",
             f"""
-SELECT cl AS client, list_contains(requestHeaders, 'mcp-protocol-version') AS ok, id, ts,
+SELECT src, cl AS client, list_contains(requestHeaders, 'mcp-protocol-version') AS ok, id, ts,
   {_at("r")} || ' ' || coalesce(method, kind) || ' (' || pv || ') ' ||
     CASE WHEN list_contains(requestHeaders, 'mcp-protocol-version') THEN 'carried it'
          ELSE 'without MCP-Protocol-Version' END AS evidence
@@ -255,7 +256,7 @@ WHERE m AND requestHeaders IS NOT NULL AND pv >= '2025-06-18'
             "MUST",
             "a POST's `Accept` lists both `application/json` and `text/event-stream`",
             f"""
-SELECT cl AS client,
+SELECT src, cl AS client,
   list_contains(accept, 'application/json') AND list_contains(accept, 'text/event-stream')
     AS ok, id, ts,
   {_at("r")} || ' ' || coalesce(method, kind) || ' Accept: ' ||
@@ -272,7 +273,7 @@ WHERE m AND requestHeaders IS NOT NULL AND pv >= '2025-03-26'
             "MUST",
             "a GET stream's `Accept` lists `text/event-stream`",
             f"""
-SELECT cl AS client, list_contains(accept, 'text/event-stream') AS ok, id, ts,
+SELECT src, cl AS client, list_contains(accept, 'text/event-stream') AS ok, id, ts,
   'GET ' || {_at("r")} || ' Accept: ' ||
     CASE WHEN len(accept) = 0 THEN '(none)' ELSE array_to_string(accept, ', ') END
     AS evidence
@@ -285,7 +286,7 @@ FROM r WHERE m AND kind = 'stream' AND requestHeaders IS NOT NULL AND pv >= '202
             "MUST",
             "a 405 on the GET stream means no stream is offered: carry on with POSTs",
             f"""
-SELECT g.cl AS client, n.id IS NOT NULL AS ok, g.id, g.ts,
+SELECT g.src, g.cl AS client, n.id IS NOT NULL AS ok, g.id, g.ts,
   'GET ' || {_at("g")} || ' answered 405; ' || CASE WHEN n.id IS NULL
     THEN 'no POST followed' ELSE 'then ' || coalesce(n.method, n.kind) || ' ' || {_at("n")}
     END AS evidence
@@ -302,7 +303,7 @@ WHERE g.m AND g.kind = 'stream' AND g.status = 405""",
             "MUST",
             "after a successful `initialize`, send `notifications/initialized`",
             f"""
-SELECT i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
+SELECT i.src, i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
   'initialize ' || {_at("i")} || CASE WHEN n.id IS NULL
     THEN ': no notifications/initialized followed'
     ELSE ': initialized ' || {_at("n")} END AS evidence
@@ -321,7 +322,7 @@ WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SU
             "MUST",
             "a request id is not reused within a session (a resend of the same request aside)",
             """
-SELECT any_value(cl) AS client, max(n) = 1 AS ok, min(first_id) AS id, min(first_ts) AS ts,
+SELECT src, any_value(cl) AS client, max(n) = 1 AS ok, min(first_id) AS id, min(first_ts) AS ts,
   'session ' || session || CASE WHEN max(n) = 1 THEN ': ' || sum(n) || ' ids, all distinct'
     ELSE ': id ' || arg_max(rid, n) || ' used by ' || arg_max(ids, n) END AS evidence
 FROM (
@@ -341,7 +342,7 @@ GROUP BY src, session""",
             "SHOULD",
             "end a session it no longer needs with HTTP DELETE",
             f"""
-SELECT e.cl AS client,
+SELECT e.src, e.cl AS client,
   CASE WHEN e.endReason = 'not_found' THEN NULL
        ELSE e.endReason = 'delete' OR e.endReason IS NULL END AS ok, e.id, e.ts,
   'session ' || e.session || ' ended ' || {_at("e")} || ': ' ||
@@ -367,7 +368,7 @@ HEADERS: Final = ("client", "check", "verdict", "level", "spec", "evidence")
 def rule_sql(rule: Rule, filters: Filters) -> str:
     """One rule's instances: client, ok, id, ts, evidence, in input order."""
     return (
-        f"WITH {base(filters)}\nSELECT client, ok, id, ts, evidence FROM ({rule.sql})\n"
+        f"WITH {base(filters)}\nSELECT client, ok, src, id, evidence FROM ({rule.sql})\n"
         "ORDER BY ts, id"
     )
 
@@ -439,10 +440,16 @@ def judge(
 
 def verdict_rows(engine: Engine, filters: Filters) -> list[list[str | None]]:
     clients = [row[0] for row in engine.rows(clients_sql(filters))]
+    # What the client did after each failure or cut stream: a failed instance about one
+    # says so (a stall, a request left in flight) instead of leaving the silence unsaid.
+    then = {(a.src, a.id): forensics.phrase(a) for a in forensics.aftermaths(engine, base(filters))}
     instances: dict[str, list[tuple[str, bool | None, str]]] = {}
     for rule in RULES:
-        instances[rule.id] = [
-            (client, ok, evidence)
-            for client, ok, _id, _ts, evidence in engine.rows(rule_sql(rule, filters))
-        ]
+        found = []
+        for client, ok, src, record_id, evidence in engine.rows(rule_sql(rule, filters)):
+            aftermath = then.get((src, record_id))
+            if ok is False and aftermath is not None:
+                evidence = f"{evidence} ({aftermath})"
+            found.append((client, ok, evidence))
+        instances[rule.id] = found
     return judge(clients, instances)

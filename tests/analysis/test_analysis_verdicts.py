@@ -358,3 +358,28 @@ def test_every_rule_is_documented() -> None:
     doc = (FIXTURES.parents[2] / "docs" / "cli.md").read_text()
     for rule in RULES:
         assert f"| `{rule.id}` | {rule.level} |" in doc
+
+
+def test_a_silent_client_after_a_cut_is_named_a_stall(tmp_path: Path) -> None:
+    """Hang forensics: the client neither reconnected nor failed; the proxy saw it leave."""
+    book = cut_stream(Book(), end="eof", retry_ms=500)
+    book.add("session_end", 119.1, endReason="idle", durationMs=0.0)
+    state, evidence = verdict_of(book, tmp_path, "client-sse-graceful-reconnect")
+    assert state == "FAIL"
+    assert "stall: no request for 118 s after STREAM_INCOMPLETE" in (evidence or "")
+    assert "until the session ended (idle)" in (evidence or "")
+
+
+def test_show_names_what_followed_a_failure(tmp_path: Path) -> None:
+    book = Book().opened()
+    get(book, 0.3, last_event_id=False)
+    book.records[-1].update(
+        durationMs=700.0, sse={"events": 0, "final": False, "end": "error", "resumed": False}
+    )
+    book.request(0.5, "tools/call", 2, durationMs=2000.0)  # in flight when the GET was cut
+    book.request(3, "tools/call", 3, httpStatuses=[503], outcome="HTTP_ERROR", durationMs=10.0)
+    book.add("notification", 3.51, method="notifications/cancelled")
+    result = invoke("show", SESSION, book.write(tmp_path), "--format", "json")
+    rows = {row["id"]: row for row in json.loads(result.stdout)}
+    assert "request #5 still in flight when the stream was cut" in rows[4]["detail"]
+    assert "then notifications/cancelled #7 0.50 s later" in rows[6]["detail"]

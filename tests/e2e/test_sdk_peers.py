@@ -195,7 +195,7 @@ def test_one_record_per_post(run: ClientRun) -> None:
         _key(r.get("method"), (r.get("jsonrpc") or {}).get("id")) for r in post_records
     )
     assert recorded == sent
-    assert {r.get("kind") for r in run.records} <= POST_KINDS | {"session_end"}
+    assert {r.get("kind") for r in run.records} <= POST_KINDS | {"session_end", "stream"}
 
 
 def test_file_is_whole_and_numbered(run: ClientRun) -> None:

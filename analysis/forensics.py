@@ -1,0 +1,151 @@
+"""Hang forensics: after a failure or a cut stream, what did the client do, and when?
+
+An *incident* is a failed call (a request record whose outcome is a failure, not a
+negotiation probe) or a cut stream (a GET stream that ended `error` or `eof`, not because
+the proxy stopped). Its *aftermath* is the client's next move in the same input: its next
+POST (a retry, `notifications/cancelled`, anything), a new GET stream, a DELETE; or, when
+there is none, the session's end as the proxy saw it (idle, shutdown), or nothing at all.
+The gap runs from the end of the incident (`ts` + `durationMs`) to the start of that move.
+A gap of `STALL_MS` or more is a *stall*, and is named as one. Requests of the session
+still in flight when a stream was cut are named too.
+
+One query (`aftermath_sql`) finds every incident's aftermath; `retries`, `show` and
+`verdicts` phrase it (`phrase`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .load import Engine
+from .queries import literal, not_failed
+
+#: A silence this long after an incident is a stall.
+STALL_MS: Final = 10_000
+
+#: Columns the aftermath reads.
+COLUMNS: Final = (
+    "kind",
+    "ts",
+    "durationMs",
+    "session",
+    "client",
+    "method",
+    "outcome",
+    "negotiation",
+    "sse",
+    "requestHeaders",
+    "endReason",
+    "notes",
+    "scenario",
+    "tool",
+    "protocolVersion",
+)
+
+
+def aftermath_sql(base_cte: str, session: str | None = None) -> str:
+    """Every incident and the client's next move. `base_cte` is `verdicts.base`'s `r`."""
+    only = "" if session is None else f" AND a.session = {literal(session)}"
+    return f"""WITH {base_cte},
+incident AS (
+  SELECT a.* FROM r a
+  WHERE a.m{only} AND NOT a.shutdown AND (
+    (a.kind = 'request' AND NOT {not_failed("a.outcome")}
+      AND NOT coalesce(a.negotiation, FALSE) AND coalesce(a.method, '') <> 'server/discover')
+    OR (a.kind = 'stream' AND a.sse IS NOT NULL AND a.sse."end" IN ('error', 'eof')))
+)
+SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
+  n.id AS next_id, n.kind AS next_kind, n.method AS next_method,
+  coalesce(list_contains(n.requestHeaders, 'last-event-id'), FALSE) AS next_lei,
+  n.t0 - a.t1 AS gap_ms,
+  e.endReason AS left_how, e.t1 - a.t1 AS left_ms,
+  (SELECT list(f.id ORDER BY f.id) FROM r f
+    WHERE a.kind = 'stream' AND f.src = a.src AND f.session = a.session
+      AND f.kind = 'request' AND f.t0 <= a.t1 AND f.t1 > a.t1) AS in_flight
+FROM incident a
+LEFT JOIN LATERAL (
+  SELECT n.id, n.kind, n.method, n.requestHeaders, n.t0 FROM r n
+  WHERE n.src = a.src AND n.cl = a.cl AND n.seq <> a.seq AND n.t0 >= a.t1 - 5
+    AND (n.kind IN ('request', 'notification', 'response', 'stream')
+      OR (n.kind = 'session_end' AND len(n.requestHeaders) > 0))
+  ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
+LEFT JOIN LATERAL (
+  SELECT e.endReason, e.t1 FROM r e
+  WHERE e.src = a.src AND e.session = a.session AND e.kind = 'session_end'
+    AND e.endReason IS NOT NULL AND e.t1 >= a.t1
+  ORDER BY e.seq LIMIT 1) e ON TRUE
+ORDER BY a.src, a.seq"""
+
+
+@dataclass(frozen=True, slots=True)
+class Aftermath:
+    src: int
+    id: int
+    kind: str
+    outcome: str | None
+    how: str | None
+    next_id: int | None
+    next_kind: str | None
+    next_method: str | None
+    next_lei: bool
+    gap_ms: int | None
+    left_how: str | None
+    left_ms: int | None
+    in_flight: list[int] | None
+
+    @property
+    def stalled(self) -> bool:
+        silence = self.gap_ms if self.next_id is not None else self.left_ms
+        return silence is not None and silence >= STALL_MS
+
+    @property
+    def silence_ms(self) -> int | None:
+        return self.gap_ms if self.next_id is not None else self.left_ms
+
+    def incident(self) -> str:
+        if self.kind == "stream":
+            return "the stream was cut" if self.how == "error" else "the stream ended"
+        return f"{self.outcome or 'the failure'}"
+
+
+def seconds(ms: int | float) -> str:
+    s = max(0.0, ms / 1000)
+    return f"{s:.0f} s" if s >= 10 else f"{s:.2f} s" if s < 1 else f"{s:.1f} s"
+
+
+def phrase(a: Aftermath) -> str:
+    """`then: …`: what the client did after the incident, stalls named as such."""
+    parts: list[str] = []
+    if a.in_flight:
+        ids = ", ".join(f"#{i}" for i in a.in_flight)
+        parts.append(f"request {ids} still in flight when the stream was cut")
+    after = f"after {a.incident()}"
+    if a.next_id is not None and a.gap_ms is not None:
+        if a.next_kind == "notification" and a.next_method == "notifications/cancelled":
+            move = f"notifications/cancelled #{a.next_id}"
+        elif a.next_kind == "stream":
+            lei = " with Last-Event-ID" if a.next_lei else ""
+            move = f"a new GET stream #{a.next_id}{lei}"
+        elif a.next_kind == "session_end":
+            move = f"DELETE #{a.next_id}"
+        else:
+            move = f"{a.next_method or a.next_kind} #{a.next_id}"
+        if a.stalled:
+            parts.append(f"stall: no request for {seconds(a.gap_ms)} {after}, then {move}")
+        else:
+            parts.append(f"then {move} {seconds(a.gap_ms)} later")
+    elif a.left_how is not None and a.left_ms is not None:
+        stall = "stall: " if a.stalled else ""
+        parts.append(
+            f"{stall}no request for {seconds(a.left_ms)} {after}, until the session "
+            f"ended ({a.left_how})"
+        )
+    else:
+        parts.append(f"no request {after} to the end of the recording")
+    return "; ".join(parts)
+
+
+def aftermaths(engine: Engine, base_cte: str, session: str | None = None) -> list[Aftermath]:
+    rows: list[Any] = engine.rows(aftermath_sql(base_cte, session))
+    return [Aftermath(*row) for row in rows]
