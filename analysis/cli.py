@@ -357,12 +357,18 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
         mcp-layers retries recordings/ --scenario flaky-503
         mcp-layers retries rec.jsonl --format csv > retries.csv
     """
+    from . import forensics
     from . import retries as retries_mod
     from .queries import RETRY_COLUMNS
+    from .verdicts import COLUMNS as AFTERMATH_COLUMNS
+    from .verdicts import base
 
-    with loaded(reading, RETRY_COLUMNS) as (engine, report):
+    columns = tuple(dict.fromkeys((*RETRY_COLUMNS, *AFTERMATH_COLUMNS)))
+    with loaded(reading, columns) as (engine, report):
         figs = retries_mod.all_figures(engine, by, reading.filters)
+        found = forensics.aftermaths(engine, base(reading.filters))
     figs = {g: f for g, f in figs.items() if f[0].value}
+    retries_mod.add_stalls(figs, found, by)
     if not figs:
         write(reading, retries_mod.headers(by), [])
         nothing_matched(reading, report, "request")

@@ -9,8 +9,8 @@ The gap runs from the end of the incident (`ts` + `durationMs`) to the start of 
 A gap of `STALL_MS` or more is a *stall*, and is named as one. Requests of the session
 still in flight when a stream was cut are named too.
 
-One query (`aftermath_sql`) finds every incident's aftermath; `retries`, `show` and
-`verdicts` phrase it (`phrase`).
+One query (`aftermath_sql`, over the columns `verdicts.COLUMNS` loads) finds every
+incident's aftermath; `retries`, `show` and `verdicts` phrase it (`phrase`).
 """
 
 from __future__ import annotations
@@ -23,25 +23,6 @@ from .queries import literal, not_failed
 
 #: A silence this long after an incident is a stall.
 STALL_MS: Final = 10_000
-
-#: Columns the aftermath reads.
-COLUMNS: Final = (
-    "kind",
-    "ts",
-    "durationMs",
-    "session",
-    "client",
-    "method",
-    "outcome",
-    "negotiation",
-    "sse",
-    "requestHeaders",
-    "endReason",
-    "notes",
-    "scenario",
-    "tool",
-    "protocolVersion",
-)
 
 
 def aftermath_sql(base_cte: str, session: str | None = None) -> str:
@@ -62,7 +43,8 @@ SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
   e.endReason AS left_how, e.t1 - a.t1 AS left_ms,
   (SELECT list(f.id ORDER BY f.id) FROM r f
     WHERE a.kind = 'stream' AND f.src = a.src AND f.session = a.session
-      AND f.kind = 'request' AND f.t0 <= a.t1 AND f.t1 > a.t1) AS in_flight
+      AND f.kind = 'request' AND f.t0 <= a.t1 AND f.t1 > a.t1) AS in_flight,
+  a.client, a.pv, a.scenario
 FROM incident a
 LEFT JOIN LATERAL (
   SELECT n.id, n.kind, n.method, n.requestHeaders, n.t0 FROM r n
@@ -93,6 +75,10 @@ class Aftermath:
     left_how: str | None
     left_ms: int | None
     in_flight: list[int] | None
+    #: The incident's group values, as `--by` reads them.
+    client: str | None
+    version: str | None
+    scenario: str | None
 
     @property
     def stalled(self) -> bool:
@@ -144,6 +130,12 @@ def phrase(a: Aftermath) -> str:
     else:
         parts.append(f"no request {after} to the end of the recording")
     return "; ".join(parts)
+
+
+def stall_figures(found: list[Aftermath]) -> tuple[int, int, int | None]:
+    """(incidents, stalls, longest silence in ms) of some incidents."""
+    silences = [a.silence_ms for a in found if a.silence_ms is not None]
+    return len(found), sum(a.stalled for a in found), max(silences, default=None)
 
 
 def aftermaths(engine: Engine, base_cte: str, session: str | None = None) -> list[Aftermath]:

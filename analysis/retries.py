@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import queries
+from . import forensics, queries
 from .filters import Filters
 from .histogram import value_of
 from .load import Engine
@@ -195,6 +195,36 @@ def all_figures(
         g: figures(counts.get(g, Counts()), links.get(g, Links()), outcomes)
         for g in sorted(groups, key=group_sort_key)
     }
+
+
+#: `--by` dimension -> the `forensics.Aftermath` attribute holding it.
+_AFTERMATH_DIMENSION: Final = {"client": "client", "version": "version", "scenario": "scenario"}
+
+
+def add_stalls(
+    figs: dict[tuple[Any, ...], list[Figure]],
+    found: Sequence[forensics.Aftermath],
+    by: Sequence[str],
+) -> None:
+    """Hang forensics, in the groups where a client went silent after a failure or a cut
+    stream: how often, and the longest silence (groups without a stall get no rows)."""
+    groups: dict[tuple[Any, ...], list[forensics.Aftermath]] = {}
+    for a in found:
+        key = tuple(getattr(a, _AFTERMATH_DIMENSION[d]) for d in by)
+        groups.setdefault(key, []).append(a)
+    for key, incidents in groups.items():
+        count, stalls, longest = forensics.stall_figures(incidents)
+        if not stalls or key not in figs:
+            continue
+        figs[key] += [
+            Figure(
+                f"failures and cut streams followed by a stall (>= {forensics.STALL_MS // 1000} s "
+                "without a request)",
+                stalls,
+                count,
+            ),
+            Figure("longest silence after a failure or cut stream", longest, unit="ms"),
+        ]
 
 
 def group_sort_key(group: tuple[Any, ...]) -> tuple[str, ...]:

@@ -72,6 +72,7 @@ COLUMNS: Final = (
     "retryMs",
     "notes",
     "negotiation",
+    "client",
 )
 
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between.
@@ -88,7 +89,7 @@ def base(filters: Filters) -> str:
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, ts, session, method, outcome,
     protocolVersion AS pv, httpStatuses, sse, retryOrigin, retryOf, retryDelayMs,
     retryAfterMs, retryAfterHonored, previousSession, endReason, requestHeaders, accept,
-    eventIds, retryMs, notes, jsonrpc, negotiation,
+    eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario,
     coalesce(max(client) OVER (PARTITION BY {SOURCE}, session), '(unknown client)') AS cl,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1,
