@@ -19,6 +19,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -179,6 +181,7 @@ class FaultInjector:
             client=client,
             protocol_version=version,
             http_method=req.method,
+            resumption="last-event-id" in req.headers,
         )
         decision = plan.decide(view)
         if decision is None:
@@ -187,7 +190,7 @@ class FaultInjector:
         if decision.effect is faults.Effect.REPLY:
             assert decision.reply is not None
             reply = decision.reply
-            headers = [(k.encode(), v.encode()) for k, v in reply.headers]
+            headers = [(k.encode(), header_value(k, v).encode()) for k, v in reply.headers]
             flow.response = http.Response.make(reply.status, reply.body, headers)
         elif decision.effect is faults.Effect.DROP and not decision.drop_after_upstream:
             flow.kill()
@@ -226,6 +229,14 @@ class FaultInjector:
                 f"mcp-layers: fault injection failed in {where} ({e!r}); the flow goes on",
                 exc_info=e,
             )
+
+
+def header_value(name: str, value: str) -> str:
+    """A reply header as sent: `retry-after: date+N` becomes the HTTP date N s from now."""
+    if name == "retry-after" and value.startswith(faults.RETRY_AFTER_DATE):
+        seconds = int(value[len(faults.RETRY_AFTER_DATE) :])
+        return format_datetime(datetime.now(UTC) + timedelta(seconds=seconds), usegmt=True)
+    return value
 
 
 def _is_event_stream(ctype: str) -> bool:

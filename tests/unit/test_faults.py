@@ -417,7 +417,8 @@ def test_the_documented_error_examples_are_real() -> None:
 def test_every_preset_parses_and_names_its_rules_after_itself(name: str) -> None:
     rules = preset(name)
     assert len(rules) == len(PRESETS[name])
-    assert all(r.name == name for r in rules)
+    # A preset of several rules names each after itself: `<preset>.<part>`.
+    assert all(r.name == name or r.name.startswith(f"{name}.") for r in rules)
     FaultPlan(rules)  # unique names, valid plan
 
 
@@ -834,7 +835,10 @@ def test_request_view_reads_method_id_tool_client_and_version() -> None:
     assert request_view(b'{"jsonrpc":"2.0","id":true,"method":"x"}').rpc_id is None
     for junk in (None, b"", b"\xff\xfe", b"[]", b"{}", b"42", b'{"jsonrpc":"2.0"}'):
         assert request_view(junk, session="s").method is None
-    assert request_view(body(1), http_method="GET").method is None
+    # A GET stream is the pseudo-method GET (GET:resume with Last-Event-ID): only rules
+    # that name it act on it.
+    assert request_view(body(1), http_method="GET").method == "GET"
+    assert request_view(None, http_method="GET", resumption=True).method == "GET:resume"
 
 
 @settings(max_examples=300, deadline=None)

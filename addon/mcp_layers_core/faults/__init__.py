@@ -42,9 +42,12 @@ from .cutter import Cut, SseCutter
 from .parse import INLINE_SOURCE as INLINE_SOURCE
 from .parse import PRESETS, parse_inline, parse_rules, preset, preset_names
 from .plan import (
+    GET,
+    GET_RESUME,
     MAX_EXPIRED_SESSIONS,
     MAX_FAULT_COUNTERS,
     REQUEST_STATE_PREFIX,
+    RETRY_AFTER_DATE,
     Decision,
     Effect,
     FaultPlan,
@@ -76,10 +79,13 @@ from .rules import Action as Action
 
 __all__ = [
     "ACTIONS",
+    "GET",
+    "GET_RESUME",
     "MAX_EXPIRED_SESSIONS",
     "MAX_FAULT_COUNTERS",
     "PRESETS",
     "REQUEST_STATE_PREFIX",
+    "RETRY_AFTER_DATE",
     "Cut",
     "Decision",
     "Delay",

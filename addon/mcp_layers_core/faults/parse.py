@@ -331,6 +331,9 @@ def _parse_http_status(f: _Fields) -> HttpStatus:
             retry_after = str(value)
         elif isinstance(value, str):
             retry_after = f.header_value("retry_after", "2")
+            if retry_after.startswith("date+") and not retry_after[5:].isdigit():
+                reason = '"retry_after=date+N" needs whole seconds after the plus'
+                f.fail(f"{reason}; write {f.example('retry_after', 'date+2')}", "retry_after")
         else:
             reason = (
                 f'"retry_after" must be seconds (0 or more) or an HTTP date, not {_show(value)}'
@@ -630,6 +633,30 @@ PRESETS: Final[dict[str, tuple[str, ...]]] = {
         "http_status=503 method=initialize,tools/list,tools/call name=errors.unavailable",
     ),
     "errors.connection_dropped": ("drop nth=1 counter=client name=errors.connection_dropped",),
+    # What real middleboxes (proxies, CDNs, gateways) do; docs/faults.md says what the spec
+    # expects of the client in each, and which `mcp-layers verdicts` check judges it.
+    "middlebox.get_405": ("http_status=405 method=GET name=middlebox.get_405",),
+    "middlebox.resume_refused": (
+        "http_status=404 method=GET:resume name=middlebox.resume_refused",
+        "sse_truncate=before_final nth=1 counter=client name=middlebox.resume_refused.cut",
+    ),
+    "middlebox.rate_limited_seconds": (
+        "http_status=429,200 retry_after=2 nth=1 counter=client"
+        " name=middlebox.rate_limited_seconds",
+    ),
+    "middlebox.rate_limited_date": (
+        "http_status=429,200 retry_after=date+3 nth=1 counter=client"
+        " name=middlebox.rate_limited_date",
+    ),
+    "middlebox.unavailable_retry_after": (
+        "http_status=503,200 retry_after=2 nth=1 counter=client"
+        " name=middlebox.unavailable_retry_after",
+    ),
+    "middlebox.unavailable_date": (
+        "http_status=503,200 retry_after=date+3 nth=1 counter=client"
+        " name=middlebox.unavailable_date",
+    ),
+    "middlebox.late_answer": ("delay=70000 nth=1 counter=client name=middlebox.late_answer",),
 }
 
 

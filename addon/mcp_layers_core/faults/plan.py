@@ -57,6 +57,13 @@ from .rules import (
 
 _CONTINUATION_KEYS: Final = ("inputResponses", "requestState")
 
+#: The pseudo-methods of GET streams: a standby (or any) GET, and a resumption GET.
+GET: Final = "GET"
+GET_RESUME: Final = "GET:resume"
+
+#: `retry_after=date+N`: an HTTP date N seconds after the reply is made.
+RETRY_AFTER_DATE: Final = "date+"
+
 
 @dataclass(frozen=True, slots=True)
 class RequestView:
@@ -88,14 +95,17 @@ def request_view(
     client: str | None = None,
     protocol_version: str | None = None,
     http_method: str = "POST",
+    resumption: bool = False,
 ) -> RequestView:
     """Build the view of one request from its body. Never raises.
 
     `client` and `protocol_version` are what the proxy already knows (the session's, the
-    header's); the body's own `_meta` (2026-07-28) or `initialize` clientInfo wins.
+    header's); the body's own `_meta` (2026-07-28) or `initialize` clientInfo wins. A GET
+    (an event stream) is seen as the method `GET`, or `GET:resume` when it carries
+    `Last-Event-ID` (`resumption`): only rules that name it act on it.
     """
     none = RequestView(
-        None,
+        (GET_RESUME if resumption else GET) if http_method == "GET" else None,
         session=session,
         client=client,
         protocol_version=protocol_version,
@@ -457,6 +467,8 @@ def _applies(rule: FaultRule, request: RequestView) -> bool:
     if request.rpc_id is None and isinstance(rule.action, _NEEDS_ID):
         return False  # a notification has no answer to replace or cut
     m = rule.match
+    if request.http_method == "GET" and not any(p.startswith(GET) for p in m.method):
+        return False  # `method=*` means every POST: a GET stream is acted on when named
     return (
         _matches(m.method, request.method)
         and _matches(m.tool, request.tool)
@@ -498,6 +510,7 @@ def _http_status(name: str, a: HttpStatus, acted: int, request: RequestView) -> 
         return None  # a 2xx in a sequence means "let this one through"
     headers: list[tuple[str, str]] = []
     if a.retry_after is not None:
+        # `date+N` stays as written: the adapter, which keeps the clock, makes the date.
         headers.append(("retry-after", a.retry_after))
     if a.error is not None:
         body = compact_json(_envelope(request.rpc_id, error=a.error.member()))
