@@ -31,10 +31,11 @@ def aftermath_sql(base_cte: str, session: str | None = None) -> str:
     return f"""WITH {base_cte},
 incident AS (
   SELECT a.* FROM r a
-  WHERE a.m{only} AND NOT a.shutdown AND (
+  WHERE a.m{only} AND (
     (a.kind = 'request' AND NOT {not_failed("a.outcome")}
       AND NOT coalesce(a.negotiation, FALSE) AND coalesce(a.method, '') <> 'server/discover')
-    OR (a.kind = 'stream' AND a.sse IS NOT NULL AND a.sse."end" IN ('error', 'eof')))
+    OR (a.kind = 'stream' AND NOT a.shutdown AND a.sse IS NOT NULL
+      AND a.sse."end" IN ('error', 'eof')))
 )
 SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
   n.id AS next_id, n.kind AS next_kind, n.method AS next_method,
@@ -44,7 +45,15 @@ SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
   (SELECT list(f.id ORDER BY f.id) FROM r f
     WHERE a.kind = 'stream' AND f.src = a.src AND f.session = a.session
       AND f.kind = 'request' AND f.t0 <= a.t1 AND f.t1 > a.t1) AS in_flight,
-  a.client, a.pv, a.scenario
+  a.client, a.pv, a.scenario,
+  (SELECT min(c.id) FROM r c WHERE a.kind = 'request' AND c.src = a.src
+    AND c.session = a.session AND c.kind = 'notification'
+    AND c.method = 'notifications/cancelled' AND c.t0 >= a.t0 AND c.t0 <= a.t1 + 5)
+    AS cancel_id,
+  (SELECT min(c.t0) - a.t0 FROM r c WHERE a.kind = 'request' AND c.src = a.src
+    AND c.session = a.session AND c.kind = 'notification'
+    AND c.method = 'notifications/cancelled' AND c.t0 >= a.t0 AND c.t0 <= a.t1 + 5)
+    AS cancel_ms
 FROM incident a
 LEFT JOIN LATERAL (
   SELECT n.id, n.kind, n.method, n.requestHeaders, n.t0 FROM r n
@@ -79,6 +88,9 @@ class Aftermath:
     client: str | None
     version: str | None
     scenario: str | None
+    #: A `notifications/cancelled` of the session sent while the request was open.
+    cancel_id: int | None
+    cancel_ms: int | None
 
     @property
     def stalled(self) -> bool:
@@ -103,6 +115,11 @@ def seconds(ms: int | float) -> str:
 def phrase(a: Aftermath) -> str:
     """`then: …`: what the client did after the incident, stalls named as such."""
     parts: list[str] = []
+    if a.cancel_id is not None and a.cancel_ms is not None:
+        parts.append(
+            f"the client gave up: notifications/cancelled #{a.cancel_id} "
+            f"{seconds(a.cancel_ms)} after it was sent"
+        )
     if a.in_flight:
         ids = ", ".join(f"#{i}" for i in a.in_flight)
         parts.append(f"request {ids} still in flight when the stream was cut")
