@@ -112,6 +112,9 @@ def check_span(span: Flat) -> None:
     if span["name"] == SESSION_SPAN_NAME:
         assert span["kind"] == "internal" and span["parent"] is None
         return
+    if attrs.get("mcp_layers.kind") == "stream":  # a GET event stream: no JSON-RPC method
+        assert span["name"] == "GET" and "mcp.method.name" not in attrs, span
+        return
     assert "mcp.method.name" in attrs or attrs.get("mcp_layers.kind") == "response", span
     method = attrs.get("mcp.method.name")
     target = attrs.get("gen_ai.tool.name") or attrs.get("gen_ai.prompt.name")

@@ -393,7 +393,9 @@ class SpanMapper:
         attrs = convention_attributes(record, method)
         attrs.update(own_attributes(record))
         target = record.get("tool") if method == "tools/call" else record.get("prompt")
-        name = f"{method} {target}" if method and target else (method or str(kind))
+        # A GET event stream is no JSON-RPC call: its span is named by its HTTP method.
+        fallback = "GET" if kind == "stream" else str(kind)
+        name = f"{method} {target}" if method and target else (method or fallback)
         etype = attrs.get("error.type")
         rpc = record.get("jsonrpc") or {}
         out.spans.append(

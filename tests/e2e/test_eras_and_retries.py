@@ -329,6 +329,7 @@ def test_ts_sdk_client_session_get_stream_and_delete(
         ("request", "tools/list", None),
         ("request", "tools/call", "echo"),
         ("request", "tools/call", "fail"),
+        ("stream", None, None),  # the client's standby GET stream, ended by its DELETE
         ("session_end", None, None),
     ]
     session = pseudonym("s-", seen["sessionId"])
@@ -343,7 +344,10 @@ def test_ts_sdk_client_session_get_stream_and_delete(
                 "protocolVersion": "2025-11-25",
             },
         )
-    init, initialized, listed, echo, fail, end = records
+    init, initialized, listed, echo, fail, stream, end = records
+    # Its standby GET: asked for an event stream, carried the session and the version.
+    assert stream["httpStatuses"] == [200] and stream["accept"] == ["text/event-stream"]
+    assert {"mcp-session-id", "mcp-protocol-version"} <= set(stream["requestHeaders"])
     # The TS SDK numbers from 0: id 0 is an id like any other, not a missing one.
     fields(
         init,

@@ -55,7 +55,9 @@ def test_long_stream_memory_flat_cost_constant(tmp_path: Path, kind: str) -> Non
         assert record["outcome"] == "SUCCESS" and "subscription" in record["notes"], record
         assert record["sse"]["events"] == result.events + 1  # and the response
     else:
-        assert [r["kind"] for r in result.records] == ["session_end"]
+        # The GET stream's own record (written when it ends), then the session's end.
+        assert [r["kind"] for r in result.records] == ["stream", "session_end"]
+        assert result.records[0]["sse"]["events"] == result.events
 
 
 def test_core_cost_per_event_does_not_grow_with_stream_age() -> None:
