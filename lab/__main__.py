@@ -81,13 +81,52 @@ def write_outputs(out_dir: Path, publish: Path | None) -> int:
     (out_dir / "runs.md").write_text(matrix.runs_table(cells), encoding="utf-8")
     _compare(out_dir)
     print(f"matrix: {out_dir / 'MATRIX.md'}")
+    verdicts = _verdicts(out_dir, env, date)
     if publish is not None:
         publish.write_text(text, encoding="utf-8")
         print(f"published: {publish}")
+        if verdicts is not None:
+            beside = publish.with_name(VERDICTS)
+            beside.write_text(verdicts, encoding="utf-8")
+            print(f"published: {beside}")
     broken = [c for c in cells if c.broken]
     for c in broken:
         print(f"FAILED {c.run.client} {c.run.scenario}: {'; '.join(c.notes)}", file=sys.stderr)
     return 1 if broken else 0
+
+
+VERDICTS = "VERDICTS.md"
+
+
+def _verdicts(out_dir: Path, env: dict[str, str], date: str | None) -> str | None:
+    """`mcp-layers verdicts` over the runs, as VERDICTS.md beside the matrix (None when
+    the command is not installed or failed)."""
+    exe = Path(sys.executable).with_name("mcp-layers")
+    if not exe.exists():
+        return None
+    cmd = [str(exe), "verdicts", str(out_dir / "runs"), "--format", "markdown", "--no-progress"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"mcp-layers verdicts failed: {exc}", file=sys.stderr)
+        return None
+    if done.returncode not in (0, 1) or not done.stdout.strip():
+        print(f"mcp-layers verdicts: exit {done.returncode}\n{done.stderr}", file=sys.stderr)
+        return None
+    setup = ", ".join(f"{k} {v}" for k, v in env.items())
+    text = (
+        "# Spec verdicts per client\n\n"
+        f"Run {date or '(undated)'}; {setup}.\n\n"
+        "Each client of the lab against every fault of the matrix (lab/MATRIX.md), judged by "
+        "`mcp-layers verdicts` from the traffic it actually sent: `PASS`, `FAIL` or "
+        "`NOT_EXERCISED` per requirement, with the rule (spec version, section, MUST/SHOULD) "
+        "and the evidence (record ids and times in that run's recording). The rules are in "
+        "docs/cli.md (`verdicts`); what each middlebox fault expects is in docs/faults.md.\n\n"
+        + done.stdout
+    )
+    (out_dir / VERDICTS).write_text(text, encoding="utf-8")
+    print(f"verdicts: {out_dir / VERDICTS}")
+    return text
 
 
 def _compare(out_dir: Path) -> None:

@@ -106,6 +106,31 @@ FAULTS: Final[tuple[Fault, ...]] = (
         reaches_model=False,
         always=("initialize", "tools/list", "tools/call"),
     ),
+    # What real middleboxes do (docs/faults.md, "Middlebox presets"); `mcp-layers verdicts`
+    # judges each client's answer to them in lab/VERDICTS.md.
+    Fault(
+        "get_405",
+        "every GET event stream answered 405 (a gateway that forwards only POSTs)",
+        preset="middlebox.get_405",
+        method=None,
+        reaches_model=False,
+    ),
+    Fault(
+        "resume_refused",
+        "the first `tools/call`'s SSE answer cut before the result; a `Last-Event-ID` "
+        "resumption answered 404",
+        preset="middlebox.resume_refused",
+    ),
+    Fault(
+        "tools_call_429_date",
+        "the first `tools/call` answered 429 with `Retry-After` as an HTTP date 3 s ahead",
+        preset="middlebox.rate_limited_date",
+    ),
+    Fault(
+        "tools_call_503_retry_after",
+        "the first `tools/call` answered 503 with `Retry-After: 2`",
+        preset="middlebox.unavailable_retry_after",
+    ),
 )
 
 BY_NAME: Final[dict[str, Fault]] = {f.name: f for f in FAULTS}

@@ -8,6 +8,7 @@ against the recording and the fake model's log it came from.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,17 @@ def test_matrix_markdown_and_rebuild(lab: tuple[Path, list[RunResult]]) -> None:
     for client in CLIENTS:
         assert f"| `none` | {client} | no | — | — | 1 | no | ok | ok |" in text
         assert f"| `tools_call_503` | {client} | tools/call | reissue (model) | " in text
+    # The verdicts beside the matrix: every client, judged from its recordings.
+    verdicts = (out / "VERDICTS.md").read_text()
+
+    def verdict(client: str, check: str) -> str | None:
+        found = re.search(rf"^\| {re.escape(client)}\s+\| {check}\s+\| (\w+)", verdicts, re.M)
+        return found.group(1) if found else None
+
+    for client in CLIENTS:
+        assert verdict(RECORD_CLIENT[client], "client-initialized-notification") == "PASS"
+    # The SDKs do not re-initialise after a 404 (test_session_404_is_not_recovered_by_the_sdks).
+    assert verdict(RECORD_CLIENT["py-sdk"], "client-session-renegotiate-on-404") == "FAIL"
     # The same runs give the same matrix.
     assert lab_main(["--rebuild", str(out)]) == 0
     assert (out / "MATRIX.md").read_text() == text
