@@ -21,6 +21,7 @@ from .finished import (
 )
 from .notes import Note
 from .record import EndReason
+from .records import duration_ms
 from .retries import RetryBook, retry_after_ms
 from .sessions import Session
 
@@ -93,7 +94,13 @@ class Concluding:
             None
             if s is None
             else SseSummary(
-                s.events, answered, s.end or "error", p.resumed, s.saw_event_id, s.retry_ms
+                s.events,
+                answered,
+                s.end or "error",
+                p.resumed,
+                s.saw_event_id,
+                s.retry_ms,
+                duration_ms(x.started, s.ended_at) if p.resumed else None,
             ),
             s is None and p.via_stream and answered,  # answer_on_get_stream
             p.retry,

@@ -61,6 +61,7 @@ class StreamState:
     endpoint: bool = False
     end: str | None = None  # complete | eof | error
     retry_ms: int | None = None  # the last `retry:` the stream sent
+    ended_at: float | None = None  # when the stream itself ended
     answers: int = 0  # a GET stream: answers it delivered to requests of its session
 
 

@@ -47,6 +47,7 @@ class SseSummary(NamedTuple):
     resumed: bool
     event_ids: bool = False
     retry_ms: int | None = None
+    closed_ms: float | None = None  # a resumed answer's own stream: ms to its end
 
 
 class FinishedRequest(NamedTuple):

@@ -709,6 +709,13 @@ FIELDS: Final[tuple[Field, ...]] = (
         "the least a client waits before reconnecting; null when it sent none",
     ),
     _later(
+        "streamClosedMs",
+        Num(),
+        True,
+        "on a request whose answer came resumed on a GET (`sse.resumed`): ms from the POST "
+        "to the end of its own stream (when the client had to reconnect); null otherwise",
+    ),
+    _later(
         "endReason",
         Enum(EndReason),
         True,

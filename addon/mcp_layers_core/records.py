@@ -141,6 +141,7 @@ def add_sse(record: dict[str, Any], s: SseSummary) -> None:
     record["sse"] = sse_summary(s.events, s.final, s.end, s.resumed)
     record["eventIds"] = s.event_ids
     record["retryMs"] = s.retry_ms
+    record["streamClosedMs"] = s.closed_ms
 
 
 def session_record(f: FinishedSession) -> dict[str, Any]:

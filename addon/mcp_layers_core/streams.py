@@ -208,7 +208,7 @@ class StreamReading:
         s = x.stream
         records: list[dict[str, Any]] = []
         if s is not None:
-            s.end = how
+            s.end, s.ended_at = how, ts
             for item in s.decoder.end():
                 records += self._stream_item(x, s, item, ts)
         if x.kind == "stream":

@@ -246,6 +246,7 @@ def get(book: Book, at_s: float, *, last_event_id: bool) -> None:
     [
         (1.0, True, "PASS", "PASS", "PASS"),  # waited 900 ms of 500
         (0.15, True, "PASS", "FAIL", "PASS"),  # 50 ms after the cut: too soon
+        (1.2, True, "PASS", "FAIL", "PASS"),  # 1.1 s for a retry of 500 ms: its own backoff
         (1.0, False, "FAIL", "PASS", "PASS"),
         (None, False, "NOT_EXERCISED", "NOT_EXERCISED", "FAIL"),  # never came back
     ],
