@@ -113,6 +113,10 @@ def _verdicts(out_dir: Path, env: dict[str, str], date: str | None) -> str | Non
     if done.returncode not in (0, 1) or not done.stdout.strip():
         print(f"mcp-layers verdicts: exit {done.returncode}\n{done.stderr}", file=sys.stderr)
         return None
+    as_json = subprocess.run(
+        [*cmd[:-2], "json", "--no-progress"], capture_output=True, text=True, timeout=300
+    )
+    rows = json.loads(as_json.stdout) if as_json.stdout.strip() else []
     setup = ", ".join(f"{k} {v}" for k, v in env.items())
     text = (
         "# Spec verdicts per client\n\n"
@@ -122,11 +126,31 @@ def _verdicts(out_dir: Path, env: dict[str, str], date: str | None) -> str | Non
         "`NOT_EXERCISED` per requirement, with the rule (spec version, section, MUST/SHOULD) "
         "and the evidence (record ids and times in that run's recording). The rules are in "
         "docs/cli.md (`verdicts`); what each middlebox fault expects is in docs/faults.md.\n\n"
+        + verdict_pivot(rows)
+        + "\n## Evidence\n\n"
         + done.stdout
     )
     (out_dir / VERDICTS).write_text(text, encoding="utf-8")
     print(f"verdicts: {out_dir / VERDICTS}")
     return text
+
+
+def verdict_pivot(rows: list[dict[str, str]]) -> str:
+    """A check per row, a client per column: the verdicts at a glance (checks no client
+    met are left out)."""
+    clients = list(dict.fromkeys(r["client"] for r in rows))
+    checks = list(dict.fromkeys(r["check"] for r in rows))
+    got = {(r["client"], r["check"]): r["verdict"] for r in rows}
+    level = {r["check"]: r["level"] for r in rows}
+    met = [c for c in checks if any(got.get((x, c)) != "NOT_EXERCISED" for x in clients)]
+    lines = [
+        "| check | level | " + " | ".join(clients) + " |",
+        "|---|---|" + "---|" * len(clients),
+    ]
+    for check in met:
+        cells = [got.get((x, check), "").replace("NOT_EXERCISED", "—") for x in clients]
+        lines.append(f"| `{check}` | {level[check]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n— : not exercised in these runs.\n"
 
 
 def _compare(out_dir: Path) -> None:
