@@ -377,6 +377,20 @@ RULE: Final = {rule.id: rule for rule in RULES}
 
 HEADERS: Final = ("client", "check", "verdict", "level", "spec", "evidence")
 
+#: Rules whose instances start at a failure or a cut stream: a FAIL of theirs also says
+#: what the client did next (hang forensics).
+ABOUT_INCIDENTS: Final = frozenset(
+    {
+        "client-sse-last-event-id",
+        "client-sse-retry-timing",
+        "client-sse-graceful-reconnect",
+        "client-session-renegotiate-on-404",
+        "client-session-continues-after-renegotiation",
+        "client-retry-after-honored",
+        "client-get-405-not-fatal",
+    }
+)
+
 
 def rule_sql(rule: Rule, filters: Filters) -> str:
     """One rule's instances: client, ok, id, ts, evidence, in input order."""
@@ -460,7 +474,7 @@ def verdict_rows(engine: Engine, filters: Filters) -> list[list[str | None]]:
     for rule in RULES:
         found = []
         for client, ok, src, record_id, evidence in engine.rows(rule_sql(rule, filters)):
-            aftermath = then.get((src, record_id))
+            aftermath = then.get((src, record_id)) if rule.id in ABOUT_INCIDENTS else None
             if ok is False and aftermath is not None:
                 evidence = f"{evidence} ({aftermath})"
             found.append((client, ok, evidence))
