@@ -121,7 +121,8 @@ def show_rows(
         offset = seconds_between(start, r.ts or "")
         cells = timeline_cells(r)
         if r.id in then:
-            cells[-1] = "; ".join(x for x in (cells[-1], then[r.id]) if x)
+            detail = cells[-1]
+            cells[-1] = f"{detail}; {then[r.id]}" if detail else then[r.id]
         out.append([None if offset is None else Seconds(offset), *cells])
     return out
 
