@@ -393,6 +393,8 @@ def verdicts(reading: Reading) -> None:
     """
     from . import verdicts as verdicts_mod
 
+    if reading.engine != "duckdb":
+        raise UsageFailure("verdicts runs on the DuckDB engine only (leave out --engine)")
     with loaded(reading, verdicts_mod.COLUMNS) as (engine, report):
         rows = verdicts_mod.verdict_rows(engine, reading.filters)
     write(reading, verdicts_mod.HEADERS, rows)
@@ -476,6 +478,7 @@ def show(reading: Reading, session: str) -> None:
 
     with loaded(reading) as (engine, report):
         rows = sessions_mod.show_rows(engine, session, reading.filters, _warn)
+        rows = sessions_mod.add_aftermath(engine, session, reading.filters, rows)
     if not rows:
         write(reading, sessions_mod.SHOW_HEADERS, [])
         if report.records:

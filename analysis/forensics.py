@@ -156,5 +156,9 @@ def stall_figures(found: list[Aftermath]) -> tuple[int, int, int | None]:
 
 
 def aftermaths(engine: Engine, base_cte: str, session: str | None = None) -> list[Aftermath]:
+    """Every incident's aftermath. DuckDB only: the query's lateral joins do not translate
+    to Spark, where `show` and `retries` go without the forensics."""
+    if engine.dialect != "duckdb":
+        return []
     rows: list[Any] = engine.rows(aftermath_sql(base_cte, session))
     return [Aftermath(*row) for row in rows]

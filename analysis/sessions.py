@@ -111,20 +111,27 @@ def show_rows(
         found = found[:MAX_SHOWN_RECORDS]
     records = [SimpleNamespace(**dict(zip(SHOW_COLUMNS, row, strict=True))) for row in found]
     start = (records[0].ts or "") if records else None
-    # What the client did after each failure or cut stream (hang forensics).
+    out: list[list[Cell]] = []
+    for r in records:
+        offset = seconds_between(start, r.ts or "")
+        out.append([None if offset is None else Seconds(offset), *timeline_cells(r)])
+    return out
+
+
+def add_aftermath(
+    engine: Engine, session: str, filters: Filters, rows: list[list[Cell]]
+) -> list[list[Cell]]:
+    """Hang forensics in the `detail` cell: what the client did after each failure or cut
+    stream of the session (DuckDB only; the rows are unchanged elsewhere)."""
     then = {
         a.id: forensics.phrase(a)
         for a in forensics.aftermaths(engine, verdicts.base(filters), session)
     }
-    out: list[list[Cell]] = []
-    for r in records:
-        offset = seconds_between(start, r.ts or "")
-        cells = timeline_cells(r)
-        if r.id in then:
-            detail = cells[-1]
-            cells[-1] = f"{detail}; {then[r.id]}" if detail else then[r.id]
-        out.append([None if offset is None else Seconds(offset), *cells])
-    return out
+    for row in rows:
+        phrase = then.get(row[1]) if isinstance(row[1], int) else None
+        if phrase is not None:
+            row[-1] = f"{row[-1]}; {phrase}" if row[-1] else phrase
+    return rows
 
 
 def timeline_cells(r: Any) -> list[Cell]:
