@@ -64,7 +64,7 @@ class Client:
     version: str  #: the pinned version
     #: `name@version` the client sends in `initialize` (how records name it)
     client_info: str
-    api: str  #: the model API it speaks: anthropic, responses or gemini
+    api: str  #: the model API it speaks: anthropic, responses, chat or gemini
     launch: Callable[[Setup], Launch]
     npm: str | None = None  #: the npm package, pinned to `version`; None: the Python SDK
     #: a third-party agent (big download; run only on demand, isolated from the network)
@@ -260,6 +260,139 @@ def _opencode(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
+def _qwen(s: Setup) -> Launch:
+    # A Gemini CLI fork: the same settings layout under ~/.qwen, the OpenAI provider by env.
+    _write_json(
+        s.home / ".qwen" / "settings.json",
+        {
+            "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+            "model": {"name": "lab-model"},
+            "mcpServers": {SERVER_NAME: {"httpUrl": s.mcp_url, "trust": True}},
+            # Else MCP tools hide behind tool_search/tool_call and the model never sees echo.
+            "tools": {"toolSearch": {"enabled": False}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        },
+    )
+    argv = [_bin(s, ".bin", "qwen"), "-p", s.prompt, "--output-format", "stream-json"]
+    env = {
+        "OPENAI_API_KEY": DUMMY_KEY,
+        "OPENAI_BASE_URL": f"{s.model_url}/v1",
+        "OPENAI_MODEL": "lab-model",
+        "QWEN_SANDBOX": "false",
+        "QWEN_TELEMETRY_ENABLED": "false",
+    }
+    return Launch(argv, env)
+
+
+def _copilot(s: Setup) -> Launch:
+    config = _write_json(
+        s.home / "mcp.json",
+        {"mcpServers": {SERVER_NAME: {"type": "http", "url": s.mcp_url, "tools": ["*"]}}},
+    )
+    argv = [
+        _bin(s, ".bin", "copilot"),
+        "-p",
+        s.prompt,
+        "--additional-mcp-config",
+        f"@{config}",
+        "--disable-builtin-mcps",
+        "--allow-all-tools",
+        "--disable-client-telemetry",
+        "--no-auto-update",
+        "--output-format",
+        "json",
+    ]
+    env = {
+        "COPILOT_HOME": str(s.home / ".copilot"),
+        # BYOK in offline mode: no GitHub login, telemetry, web tools or update check.
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": f"{s.model_url}/v1",
+        "COPILOT_PROVIDER_TYPE": "openai",
+        "COPILOT_PROVIDER_API_KEY": DUMMY_KEY,
+        "COPILOT_MODEL": "gpt-4.1",
+        "COPILOT_AUTO_UPDATE": "false",
+    }
+    return Launch(argv, env)
+
+
+def _continue(s: Setup) -> Launch:
+    cdir = s.home / ".continue"
+    # JSON is YAML: the config file needs no YAML writer.
+    config = _write_json(
+        cdir / "config.yaml",
+        {
+            "name": "lab",
+            "version": "0.0.1",
+            "schema": "v1",
+            "models": [
+                {
+                    "name": "lab",
+                    "provider": "openai",
+                    "model": "gpt-4.1",
+                    "apiBase": f"{s.model_url}/v1",
+                    "apiKey": DUMMY_KEY,
+                    "roles": ["chat"],
+                }
+            ],
+            "mcpServers": [{"name": SERVER_NAME, "type": "streamable-http", "url": s.mcp_url}],
+        },
+    )
+    # The update check reads this switch from the global context.
+    _write_json(cdir / "index" / "globalContext.json", {"autoUpdateCli": False})
+    argv = [
+        _bin(s, ".bin", "cn"),
+        "-p",
+        s.prompt,
+        "--config",
+        str(config),
+        "--auto",
+        "--format",
+        "json",
+    ]
+    env = {
+        "CONTINUE_GLOBAL_DIR": str(cdir),
+        "CONTINUE_CLI_ENABLE_TELEMETRY": "0",
+        "CONTINUE_METRICS_ENABLED": "0",
+    }
+    return Launch(argv, env)
+
+
+def _cline(s: Setup) -> Launch:
+    data = s.home / ".cline" / "data"
+    settings = data / "settings"
+    # What `cline auth -p openai -b URL -k KEY -m MODEL` writes.
+    _write_json(
+        settings / "providers.json",
+        {
+            "version": 1,
+            "lastUsedProvider": "openai-compatible",
+            "modes": {},
+            "providers": {
+                "openai-compatible": {
+                    "settings": {
+                        "provider": "openai-compatible",
+                        "apiKey": DUMMY_KEY,
+                        "model": "gpt-4.1",
+                        "baseUrl": f"{s.model_url}/v1",
+                    },
+                    "tokenSource": "manual",
+                }
+            },
+        },
+    )
+    _write_json(
+        settings / "cline_mcp_settings.json",
+        {"mcpServers": {SERVER_NAME: {"type": "streamableHttp", "url": s.mcp_url}}},
+    )
+    _write_json(
+        settings / "global-settings.json", {"telemetryOptOut": True, "autoUpdateEnabled": False}
+    )
+    argv = [_bin(s, ".bin", "cline"), "--json", "--cwd", str(s.work), s.prompt]
+    return Launch(argv, {"CLINE_DATA_DIR": str(data), "CLINE_DIR": str(s.home / ".cline")})
+
+
 def _py_sdk(s: Setup) -> Launch:
     argv = [
         sys.executable,
@@ -308,6 +441,16 @@ CLIENTS: Final[tuple[Client, ...]] = (
         npm="@google/gemini-cli",
     ),
     Client("opencode", "1.18.33", "opencode@1.18.33", "anthropic", _opencode, npm="opencode-ai"),
+    Client(
+        "copilot", "1.0.102", "github-copilot-developer@1.0.102", "chat", _copilot, npm="@github/copilot"
+    ),
+    Client(
+        "continue", "1.5.47", "continue-cli-client@1.5.47", "chat", _continue, npm="@continuedev/cli"
+    ),
+    Client("cline", "3.0.65", "cline@3.0.65", "chat", _cline, npm="cline"),
+    Client(
+        "qwen-code", "0.24.4", "qwen-cli-mcp-client-echo@0.0.1", "chat", _qwen, npm="@qwen-code/qwen-code"
+    ),
     Client(
         "py-sdk",
         PY_SDK_VERSION,
