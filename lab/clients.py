@@ -442,7 +442,7 @@ CLIENTS: Final[tuple[Client, ...]] = (
     ),
     Client("opencode", "1.18.33", "opencode@1.18.33", "anthropic", _opencode, npm="opencode-ai"),
     Client(
-        "copilot", "1.0.102", "github-copilot-developer@1.0.102", "chat", _copilot, npm="@github/copilot"
+        "copilot", "1.0.102", "copilot-cli@1.0.102", "chat", _copilot, npm="@github/copilot"
     ),
     Client(
         "continue", "1.5.47", "continue-cli-client@1.5.47", "chat", _continue, npm="@continuedev/cli"

@@ -142,11 +142,11 @@ def decide(script: str, turn: Turn) -> Reply:
 def pick_tool(names: list[str]) -> str | None:
     """The echo tool among the names offered, however the client spells it.
 
-    ``echo`` (SDK agents), ``mcp__echo__echo`` (Claude Code), ``mcp_echo_echo`` (Gemini CLI),
-    ``echo_echo`` (opencode).
+    ``echo`` (SDK agents), ``mcp__echo__echo`` (Claude Code, Qwen Code), ``mcp_echo_echo``
+    (Gemini CLI), ``echo_echo`` (opencode), ``echo-echo`` (Copilot CLI).
     """
     for name in names:
-        if name == "echo" or name.endswith("_echo"):
+        if name == "echo" or name.endswith(("_echo", "-echo")):
             return name
     return None
 
