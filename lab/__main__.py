@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.list:
         for c in clients_mod.CLIENTS:
-            where = f"npm {c.npm}@{c.version}" if c.npm else f"PyPI mcp=={c.version}"
+            where = f"{c.package.replace('`', '')} {c.version}"
             print(f"client {c.name:12} {where}{'' if c.agent else '  (SDK reference)'}")
         for f in presets.FAULTS:
             print(f"fault  {f.name:20} {f.describe()}")

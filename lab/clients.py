@@ -66,7 +66,9 @@ class Client:
     client_info: str
     api: str  #: the model API it speaks: anthropic, responses, chat or gemini
     launch: Callable[[Setup], Launch]
-    npm: str | None = None  #: the npm package, pinned to `version`; None: the Python SDK
+    npm: str | None = None  #: the npm package, pinned to `version`
+    #: the PyPI package, pinned to `version`, installed into a virtualenv of its own
+    pypi: str | None = None
     #: a third-party agent (big download; run only on demand, isolated from the network)
     agent: bool = True
     #: a folder whose node_modules may already hold the pinned package (saves a download)
@@ -75,6 +77,13 @@ class Client:
     @property
     def label(self) -> str:
         return f"{self.name}@{self.version}"
+
+    @property
+    def package(self) -> str:
+        """Where the pinned package comes from, for the matrix and ``--list``."""
+        if self.npm is not None:
+            return f"npm `{self.npm}`"
+        return f"PyPI `{self.pypi or 'mcp'}`"
 
 
 # ------------------------------------------------------------------ environment
@@ -110,6 +119,11 @@ def base_env(home: Path) -> dict[str, str]:
 def _bin(setup: Setup, *parts: str) -> str:
     assert setup.prefix is not None
     return str(setup.prefix.joinpath("node_modules", *parts))
+
+
+def _venv_bin(setup: Setup, name: str) -> str:
+    assert setup.prefix is not None
+    return str(setup.prefix / "bin" / name)
 
 
 def _write_json(path: Path, obj: object) -> Path:
@@ -393,6 +407,85 @@ def _cline(s: Setup) -> Launch:
     return Launch(argv, {"CLINE_DATA_DIR": str(data), "CLINE_DIR": str(s.home / ".cline")})
 
 
+def _kilocode(s: Setup) -> Launch:
+    # An opencode fork: the same config schema and flags, its own KILO_ switches.
+    config = _write_json(
+        s.home / "kilo.json",
+        {
+            "$schema": "https://app.kilo.ai/config.json",
+            "model": "anthropic/claude-sonnet-4-5",
+            "provider": {
+                "anthropic": {"options": {"baseURL": f"{s.model_url}/v1", "apiKey": DUMMY_KEY}}
+            },
+            "mcp": {
+                SERVER_NAME: {"type": "remote", "url": s.mcp_url, "enabled": True, "oauth": False}
+            },
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"*": "allow"},
+        },
+    )
+    argv = [_bin(s, ".bin", "kilo"), "run", "--format", "json", "--print-logs", s.prompt]
+    env = {
+        "KILO_CONFIG": str(config),
+        "KILO_TELEMETRY_LEVEL": "off",
+        "KILO_DISABLE_MODELS_FETCH": "1",
+        "KILO_DISABLE_AUTOUPDATE": "1",
+        "KILO_DISABLE_SHARE": "1",
+        "KILO_DISABLE_LSP_DOWNLOAD": "1",
+        "KILO_DISABLE_DEFAULT_PLUGINS": "1",
+        "KILO_DISABLE_SESSION_INGEST": "1",
+        "KILO_DISABLE_PRESENCE": "1",
+        "KILO_DISABLE_CODEBASE_INDEXING": "1",
+        "KILO_DISABLE_CLAUDE_CODE": "1",
+    }
+    return Launch(argv, env)
+
+
+def _droid(s: Setup) -> Launch:
+    factory = s.home / ".factory"
+    # A bring-your-own-key model: its id is custom:<displayName>-<index>.
+    _write_json(
+        factory / "settings.json",
+        {
+            "customModels": [
+                {
+                    "model": "gpt-4.1",
+                    "displayName": "lab",
+                    "baseUrl": f"{s.model_url}/v1",
+                    "apiKey": DUMMY_KEY,
+                    "provider": "generic-chat-completion-api",
+                    "maxOutputTokens": 4096,
+                }
+            ],
+            "autoUpdateEnabled": False,
+        },
+    )
+    _write_json(
+        factory / "mcp.json", {"mcpServers": {SERVER_NAME: {"type": "http", "url": s.mcp_url}}}
+    )
+    argv = [
+        _bin(s, ".bin", "droid"),
+        "exec",
+        "--skip-permissions-unsafe",
+        "-m",
+        "custom:lab-0",
+        "-o",
+        "json",
+        "--cwd",
+        str(s.work),
+        s.prompt,
+    ]
+    env = {
+        # Air-gapped mode: no Factory login, telemetry or dynamic config.
+        "FACTORY_AIRGAP_ENABLED": "true",
+        "FACTORY_DROID_AUTO_UPDATE_ENABLED": "false",
+        "FACTORY_DISABLE_DYNAMIC_CONFIG": "1",
+        "FACTORY_DISABLE_KEYRING": "1",
+    }
+    return Launch(argv, env)
+
+
 def _py_sdk(s: Setup) -> Launch:
     argv = [
         sys.executable,
@@ -441,15 +534,25 @@ CLIENTS: Final[tuple[Client, ...]] = (
         npm="@google/gemini-cli",
     ),
     Client("opencode", "1.18.33", "opencode@1.18.33", "anthropic", _opencode, npm="opencode-ai"),
+    Client("copilot", "1.0.102", "copilot-cli@1.0.102", "chat", _copilot, npm="@github/copilot"),
     Client(
-        "copilot", "1.0.102", "copilot-cli@1.0.102", "chat", _copilot, npm="@github/copilot"
-    ),
-    Client(
-        "continue", "1.5.47", "continue-cli-client@1.5.47", "chat", _continue, npm="@continuedev/cli"
+        "continue",
+        "1.5.47",
+        "continue-cli-client@1.5.47",
+        "chat",
+        _continue,
+        npm="@continuedev/cli",
     ),
     Client("cline", "3.0.65", "cline@3.0.65", "chat", _cline, npm="cline"),
+    Client("kilocode", "7.7.7", "kilo@7.7.7", "anthropic", _kilocode, npm="@kilocode/cli"),
+    Client("droid", "0.215.0", "droid@0.215.0", "chat", _droid, npm="droid"),
     Client(
-        "qwen-code", "0.24.4", "qwen-cli-mcp-client-echo@0.0.1", "chat", _qwen, npm="@qwen-code/qwen-code"
+        "qwen-code",
+        "0.24.4",
+        "qwen-cli-mcp-client-echo@0.0.1",
+        "chat",
+        _qwen,
+        npm="@qwen-code/qwen-code",
     ),
     Client(
         "py-sdk",
@@ -507,6 +610,8 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
     npm installs once per version (``npm install --no-save --prefix <cache>/<name>@<version>``);
     a prefix that already holds the pinned version is used as it is.
     """
+    if c.pypi is not None:
+        return _install_pypi(c, c.pypi, cache, log)
     if c.npm is None:
         have = importlib.metadata.version("mcp")
         if have != c.version:
@@ -544,4 +649,46 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
     if done.returncode != 0 or _installed_version(prefix, c.npm) != c.version:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
         raise InstallError(f"{c.name}: npm install failed ({done.returncode}):\n{tail}")
+    return prefix
+
+
+def _venv_version(prefix: Path, package: str) -> str | None:
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        return None
+    probe = f"import importlib.metadata as m; print(m.version({package!r}))"
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _install_pypi(c: Client, package: str, cache: Path, log: Callable[[str], None]) -> Path:
+    """A virtualenv of the client's own (its own MCP SDK, not this environment's)."""
+    prefix = cache / c.label
+    if _venv_version(prefix, package) == c.version:
+        return prefix
+    # The interpreter this environment was made from (3.12 or later, as the project needs).
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    log(f"installing {package}=={c.version} into {prefix} (once)")
+    try:
+        steps = (
+            [base, "-m", "venv", "--clear", str(prefix)],
+            [
+                str(prefix / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"{package}=={c.version}",
+            ],
+        )
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+            if done.returncode != 0:
+                tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+                raise InstallError(f"{c.name}: {' '.join(step[:4])} failed:\n{tail}")
+    except subprocess.TimeoutExpired as e:
+        raise InstallError(f"{c.name}: pip install took over {NPM_TIMEOUT_S:.0f} s") from e
+    if _venv_version(prefix, package) != c.version:
+        raise InstallError(f"{c.name}: {package} {c.version} is not in {prefix} after pip install")
     return prefix

@@ -235,7 +235,9 @@ def chat_turn(body: dict[str, Any]) -> Turn:
     for t in body.get("tools") or []:
         if isinstance(t, dict):
             fn = t.get("function")
-            names.append(str((fn.get("name") if isinstance(fn, dict) else None) or t.get("name") or ""))
+            names.append(
+                str((fn.get("name") if isinstance(fn, dict) else None) or t.get("name") or "")
+            )
     calls = 0
     results: list[ToolResult] = []
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
@@ -602,9 +604,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"type": "invalid_request_error", "message": str(exc)}})
             return
         import os as _os  # DEBUG-DUMP
+
         if _os.environ.get("LAB_FAKE_DUMP"):  # DEBUG-DUMP
             with open(_os.environ["LAB_FAKE_DUMP"], "a") as _f:  # DEBUG-DUMP
-                _f.write(json.dumps({"path": self.path, "headers": dict(self.headers), "body": body}) + "\n")  # DEBUG-DUMP
+                _f.write(
+                    json.dumps({"path": self.path, "headers": dict(self.headers), "body": body})
+                    + "\n"
+                )  # DEBUG-DUMP
         try:
             if path.endswith("/messages/count_tokens"):
                 self._note("anthropic-count", None, None)

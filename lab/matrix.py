@@ -96,6 +96,8 @@ class Cell:
     printed: list[str] | None = None  #: the verdicts the client printed (None: no LAB-DONE)
     clients_seen: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: why the fault could not act on this client (it never sent what the fault hits)
+    inapplicable: str | None = None
 
     @property
     def broken(self) -> bool:
@@ -106,6 +108,8 @@ class Cell:
 
     @property
     def retried(self) -> str:
+        if self.inapplicable is not None:
+            return f"n/a: {self.inapplicable}"
         methods = list(dict.fromkeys(r.method for r in self.retries))
         return ", ".join(methods) if methods else "no"
 
@@ -244,7 +248,9 @@ def build_cell(run: RunResult) -> Cell:
     if not cell.agrees:
         cell.notes.append("the client printed other results than the model received")
     if fault.name != "none" and cell.fired == 0:
-        cell.notes.append("the fault never fired")
+        cell.inapplicable = inapplicable(fault, requests)
+        if cell.inapplicable is None:
+            cell.notes.append("the fault never fired")
     passed = [
         r["method"]
         for r in requests
@@ -273,6 +279,22 @@ def build_cell(run: RunResult) -> Cell:
         seen = ", ".join(cell.clients_seen)
         cell.notes.append(f"records name {seen}, not {client.client_info}")
     return cell
+
+
+def inapplicable(fault: presets.Fault, requests: list[dict[str, Any]]) -> str | None:
+    """Why a fault that never fired had nothing to act on, or None (then it misfired).
+
+    A client on the stateless protocol (2026-07-28) sends no ``initialize``; a server
+    answers it with JSON, so a fault that cuts an SSE answer has no stream to cut.
+    """
+    if fault.method is None:
+        return None
+    hit = [r for r in requests if r.get("method") == fault.method]
+    if not hit:
+        return f"never sends `{fault.method}`"
+    if fault.sse and not any("event-stream" in str(r.get("contentType")) for r in hit):
+        return f"`{fault.method}` answered with JSON, no SSE to cut"
+    return None
 
 
 def printed_verdicts(stdout: Path) -> list[str] | None:
@@ -353,7 +375,7 @@ def render(cells: list[Cell], environment: dict[str, str], date: str | None = No
     ]
     for name in names:
         c = clients_mod.client(name)
-        package = f"npm `{c.npm}`" if c.npm else "PyPI `mcp`"
+        package = c.package
         lines.append(f"| {c.name} | {c.version} ({package}) | {c.api} model API |")
     lines += ["", "Environment: " + ", ".join(f"{k} {v}" for k, v in environment.items()) + "."]
     bad = [c for c in cells if c.notes]
