@@ -73,6 +73,10 @@ class Client:
     agent: bool = True
     #: a folder whose node_modules may already hold the pinned package (saves a download)
     reuse: Path | None = None
+    #: a name lookup the client makes whatever it is told (why, for the matrix): connects to
+    #: a DNS server (port 53) are then listed as known, not a broken run; any other outbound
+    #: connect still is. The namespace stops the lookup either way.
+    known_lookup: str | None = None
 
     @property
     def label(self) -> str:
@@ -412,7 +416,6 @@ def _kilocode(s: Setup) -> Launch:
     config = _write_json(
         s.home / "kilo.json",
         {
-            "$schema": "https://app.kilo.ai/config.json",
             "model": "anthropic/claude-sonnet-4-5",
             "provider": {
                 "anthropic": {"options": {"baseURL": f"{s.model_url}/v1", "apiKey": DUMMY_KEY}}
@@ -486,6 +489,26 @@ def _droid(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
+def _fast_agent(s: Setup) -> Launch:
+    argv = [
+        _venv_bin(s, "fast-agent"),
+        "go",
+        "--no-home",
+        "--url",
+        s.mcp_url,
+        # The generic provider is OpenAI Chat Completions at any base URL.
+        "--model",
+        "generic.gpt-4.1",
+        "--base-url",
+        f"{s.model_url}/v1",
+        "--no-shell",
+        "--message",
+        s.prompt,
+    ]
+    env = {"GENERIC_API_KEY": DUMMY_KEY, "GENERIC_BASE_URL": f"{s.model_url}/v1"}
+    return Launch(argv, env)
+
+
 def _py_sdk(s: Setup) -> Launch:
     argv = [
         sys.executable,
@@ -538,13 +561,23 @@ CLIENTS: Final[tuple[Client, ...]] = (
     Client(
         "continue",
         "1.5.47",
-        "continue-cli-client@1.5.47",
+        "continue-cli-client@1.0.0",
         "chat",
         _continue,
         npm="@continuedev/cli",
+        known_lookup="a version check of api.continue.dev at start-up, hard-coded, with no "
+        "switch (CONTINUE_API_BASE does not move it)",
     ),
     Client("cline", "3.0.65", "cline@3.0.65", "chat", _cline, npm="cline"),
     Client("kilocode", "7.7.7", "kilo@7.7.7", "anthropic", _kilocode, npm="@kilocode/cli"),
+    Client(
+        "fast-agent",
+        "0.10.48",
+        "fast-agent-mcp@0.10.48",
+        "chat",
+        _fast_agent,
+        pypi="fast-agent-mcp",
+    ),
     Client("droid", "0.215.0", "droid@0.215.0", "chat", _droid, npm="droid"),
     Client(
         "qwen-code",

@@ -98,6 +98,8 @@ class Cell:
     notes: list[str] = field(default_factory=list)
     #: why the fault could not act on this client (it never sent what the fault hits)
     inapplicable: str | None = None
+    #: the client's known name lookup was seen (and stopped by the namespace)
+    known_lookup: bool = False
 
     @property
     def broken(self) -> bool:
@@ -259,8 +261,13 @@ def build_cell(run: RunResult) -> Cell:
     if passed:
         # A fault meant to fail every call let one through: the proxy, not the client.
         cell.notes.append(f"the fault let {', '.join(dict.fromkeys(passed))} through")
-    if run.violations:
-        cell.notes.append("OUTBOUND CONNECT " + " ".join(run.violations))
+    client = clients_mod.client(run.client)
+    outbound = list(run.violations)
+    if client.known_lookup is not None and outbound and all(v.endswith(":53") for v in outbound):
+        cell.known_lookup = True
+        outbound = []
+    if outbound:
+        cell.notes.append("OUTBOUND CONNECT " + " ".join(outbound))
     if run.unhandled:
         cell.notes.append("fake model could not answer " + "; ".join(run.unhandled))
     # Only the addon's own failures (a hook that raised, a cutter that broke, lost records)
@@ -274,7 +281,6 @@ def build_cell(run: RunResult) -> Cell:
         cell.notes.append("addon: " + "; ".join(addon))
     if run.error:
         cell.notes.append(f"harness error: {run.error}")
-    client = clients_mod.client(run.client)
     if records and client.client_info not in cell.clients_seen:
         seen = ", ".join(cell.clients_seen)
         cell.notes.append(f"records name {seen}, not {client.client_info}")
@@ -382,6 +388,10 @@ def render(cells: list[Cell], environment: dict[str, str], date: str | None = No
     if bad:
         lines += ["", "**Warnings:**", ""]
         lines += [f"- {c.run.client} / `{c.run.scenario}`: {'; '.join(c.notes)}" for c in bad]
+    lookups = list(dict.fromkeys(c.run.client for c in _order(cells) if c.known_lookup))
+    if lookups:
+        lines += ["", "Known name lookups (stopped by the network namespace):", ""]
+        lines += [f"- {n}: {clients_mod.client(n).known_lookup}" for n in lookups]
     once = _order([c for c in cells if c.run.script == "once"])
     again = _order([c for c in cells if c.run.script != "once"])
     if once:
