@@ -377,40 +377,6 @@ def _continue(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
-def _cline(s: Setup) -> Launch:
-    data = s.home / ".cline" / "data"
-    settings = data / "settings"
-    # What `cline auth -p openai -b URL -k KEY -m MODEL` writes.
-    _write_json(
-        settings / "providers.json",
-        {
-            "version": 1,
-            "lastUsedProvider": "openai-compatible",
-            "modes": {},
-            "providers": {
-                "openai-compatible": {
-                    "settings": {
-                        "provider": "openai-compatible",
-                        "apiKey": DUMMY_KEY,
-                        "model": "gpt-4.1",
-                        "baseUrl": f"{s.model_url}/v1",
-                    },
-                    "tokenSource": "manual",
-                }
-            },
-        },
-    )
-    _write_json(
-        settings / "cline_mcp_settings.json",
-        {"mcpServers": {SERVER_NAME: {"type": "streamableHttp", "url": s.mcp_url}}},
-    )
-    _write_json(
-        settings / "global-settings.json", {"telemetryOptOut": True, "autoUpdateEnabled": False}
-    )
-    argv = [_bin(s, ".bin", "cline"), "--json", "--cwd", str(s.work), s.prompt]
-    return Launch(argv, {"CLINE_DATA_DIR": str(data), "CLINE_DIR": str(s.home / ".cline")})
-
-
 def _kilocode(s: Setup) -> Launch:
     # An opencode fork: the same config schema and flags, its own KILO_ switches.
     config = _write_json(
@@ -568,7 +534,6 @@ CLIENTS: Final[tuple[Client, ...]] = (
         known_lookup="a version check of api.continue.dev at start-up, hard-coded, with no "
         "switch (CONTINUE_API_BASE does not move it)",
     ),
-    Client("cline", "3.0.65", "cline@3.0.65", "chat", _cline, npm="cline"),
     Client("kilocode", "7.7.7", "kilo@7.7.7", "anthropic", _kilocode, npm="@kilocode/cli"),
     Client(
         "fast-agent",
