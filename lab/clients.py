@@ -411,50 +411,6 @@ def _kilocode(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
-def _droid(s: Setup) -> Launch:
-    factory = s.home / ".factory"
-    # A bring-your-own-key model: its id is custom:<displayName>-<index>.
-    _write_json(
-        factory / "settings.json",
-        {
-            "customModels": [
-                {
-                    "model": "gpt-4.1",
-                    "displayName": "lab",
-                    "baseUrl": f"{s.model_url}/v1",
-                    "apiKey": DUMMY_KEY,
-                    "provider": "generic-chat-completion-api",
-                    "maxOutputTokens": 4096,
-                }
-            ],
-            "autoUpdateEnabled": False,
-        },
-    )
-    _write_json(
-        factory / "mcp.json", {"mcpServers": {SERVER_NAME: {"type": "http", "url": s.mcp_url}}}
-    )
-    argv = [
-        _bin(s, ".bin", "droid"),
-        "exec",
-        "--skip-permissions-unsafe",
-        "-m",
-        "custom:lab-0",
-        "-o",
-        "json",
-        "--cwd",
-        str(s.work),
-        s.prompt,
-    ]
-    env = {
-        # Air-gapped mode: no Factory login, telemetry or dynamic config.
-        "FACTORY_AIRGAP_ENABLED": "true",
-        "FACTORY_DROID_AUTO_UPDATE_ENABLED": "false",
-        "FACTORY_DISABLE_DYNAMIC_CONFIG": "1",
-        "FACTORY_DISABLE_KEYRING": "1",
-    }
-    return Launch(argv, env)
-
-
 def _fast_agent(s: Setup) -> Launch:
     argv = [
         _venv_bin(s, "fast-agent"),
@@ -543,7 +499,6 @@ CLIENTS: Final[tuple[Client, ...]] = (
         _fast_agent,
         pypi="fast-agent-mcp",
     ),
-    Client("droid", "0.215.0", "droid@0.215.0", "chat", _droid, npm="droid"),
     Client(
         "qwen-code",
         "0.24.4",

@@ -603,14 +603,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._note("unreadable", None, None, error=f"{type(exc).__name__}: {exc}")
             self._json(400, {"error": {"type": "invalid_request_error", "message": str(exc)}})
             return
-        import os as _os  # DEBUG-DUMP
 
-        if _os.environ.get("LAB_FAKE_DUMP"):  # DEBUG-DUMP
-            with open(_os.environ["LAB_FAKE_DUMP"], "a") as _f:  # DEBUG-DUMP
                 _f.write(
                     json.dumps({"path": self.path, "headers": dict(self.headers), "body": body})
                     + "\n"
-                )  # DEBUG-DUMP
         try:
             if path.endswith("/messages/count_tokens"):
                 self._note("anthropic-count", None, None)
