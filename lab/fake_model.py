@@ -603,10 +603,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._note("unreadable", None, None, error=f"{type(exc).__name__}: {exc}")
             self._json(400, {"error": {"type": "invalid_request_error", "message": str(exc)}})
             return
-
-                _f.write(
-                    json.dumps({"path": self.path, "headers": dict(self.headers), "body": body})
-                    + "\n"
         try:
             if path.endswith("/messages/count_tokens"):
                 self._note("anthropic-count", None, None)
