@@ -490,7 +490,17 @@ CLIENTS: Final[tuple[Client, ...]] = (
         known_lookup="a version check of api.continue.dev at start-up, hard-coded, with no "
         "switch (CONTINUE_API_BASE does not move it)",
     ),
-    Client("kilocode", "7.7.7", "kilo@7.7.7", "anthropic", _kilocode, npm="@kilocode/cli"),
+    Client(
+        "kilocode",
+        "7.7.7",
+        "kilo@7.7.7",
+        "anthropic",
+        _kilocode,
+        npm="@kilocode/cli",
+        known_lookup="a name lookup at start-up that none of its KILO_ switches (telemetry, "
+        "models fetch, updates, share, session ingest, presence) turns off; the host is not "
+        "known (a Bun binary: no lookup hook)",
+    ),
     Client(
         "fast-agent",
         "0.10.48",
