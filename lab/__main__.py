@@ -163,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="another build of the addon script (default: addon/mcp_layers.py)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time, each in its own namespace (default 1: timings stay quiet)",
+    )
     parser.add_argument("--list", action="store_true", help="list clients and faults")
     args = parser.parse_args(argv)
 
@@ -198,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             args.isolation,
             args.timeout,
             addon=args.addon,
+            jobs=max(1, args.jobs),
         )
     except (LabError, clients_mod.InstallError) as exc:
         print(f"lab: {exc}", file=sys.stderr)
