@@ -1,0 +1,39 @@
+"""`mcp-layers report`: the figures of every command as one self-contained HTML page.
+
+`data` gathers them from the engine (the commands' queries and a few of the report's
+own), `page` lays them out around hand-made SVG charts (`svg`, `timeline`), with the page's
+stylesheet and script inlined: one file that opens offline from `file://`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..filters import Filters
+from ..load import Engine
+from .data import Limits, compare_only, gather
+from .page import SECTIONS, render
+
+__all__ = ["SECTIONS", "Limits", "write"]
+
+
+def write(
+    engine: Engine,
+    filters: Filters,
+    target: Path,
+    *,
+    records: int,
+    inputs: Sequence[str],
+    title: str = "mcp-layers report",
+    sections: Sequence[str] = SECTIONS,
+    limits: Limits = Limits(),
+) -> int:
+    """Write the page for the records in `engine` to `target`; returns its size in bytes."""
+    if tuple(sections) == ("compare",):
+        data = compare_only(engine, filters, records)
+    else:
+        data = gather(engine, filters, records, limits)
+    html = render(data, title=title, inputs=inputs, only=sections)
+    target.write_text(html, encoding="utf-8")
+    return target.stat().st_size
