@@ -485,13 +485,14 @@ def report(reading: Reading, target: str, title: str) -> None:
     from . import report as report_mod
 
     with loaded(reading) as (engine, found):
-        if not found.records:
+        records = report_mod.matching(engine, reading.filters)
+        if not records:
             nothing_matched(reading, found)
         size = report_mod.write(
             engine,
             reading.filters,
             Path(target),
-            records=found.records,
+            records=records,
             inputs=reading.paths,
             title=title,
         )

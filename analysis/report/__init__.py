@@ -12,10 +12,16 @@ from pathlib import Path
 
 from ..filters import Filters
 from ..load import Engine
+from . import queries
 from .data import Limits, compare_only, gather
 from .page import SECTIONS, render
 
-__all__ = ["SECTIONS", "Limits", "write"]
+__all__ = ["SECTIONS", "Limits", "matching", "write"]
+
+
+def matching(engine: Engine, filters: Filters) -> int:
+    """How many records the filters let through."""
+    return int(engine.rows(queries.matching(filters))[0][0])
 
 
 def write(
@@ -23,7 +29,7 @@ def write(
     filters: Filters,
     target: Path,
     *,
-    records: int,
+    records: int,  # that match the filters
     inputs: Sequence[str],
     title: str = "mcp-layers report",
     sections: Sequence[str] = SECTIONS,

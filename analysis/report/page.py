@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
+from pathlib import Path
 from typing import Final
 
 from mcp_layers_core.record import RETRY_ORIGINS, Outcome
@@ -139,7 +140,7 @@ def _head(title: str) -> str:
 def _header(
     data: ReportData, title: str, inputs: Sequence[str], clients: list[str], only: Sequence[str]
 ) -> str:
-    shown = ", ".join(inputs[:5]) + (f" and {len(inputs) - 5} more" if len(inputs) > 5 else "")
+    shown = ", ".join(Path(i).name or i for i in inputs[:5]) + (f" and {len(inputs) - 5} more" if len(inputs) > 5 else "")
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     notes = "".join(f"<p class='note'>{esc(n)}</p>" for n in _sampling_notes(data))
     nav = "".join(f'<a href="#{s}">{TITLES[s]}</a>' for s in SECTIONS if s in only)
@@ -228,15 +229,19 @@ def _overview(data: ReportData) -> str:
             histogram(c.latency_bins, names, cls="o-ok", label=f"{c.name} latency"),
         ]
         cards.append(_card(c.name, body))
-    return _section("overview", "Calls, outcomes and latency per client", cards)
+    return _section("overview", "calls, outcomes and latency per client", [_grid(cards)])
 
 
 def _card(client: str, body: list[str]) -> str:
     return f'<article class="card" data-client="{esc(client)}">{"".join(body)}</article>'
 
 
+def _grid(cards: list[str]) -> str:
+    return f"<div class='grid'>{''.join(cards)}</div>" if cards else ""
+
+
 def _section(name: str, heading: str, parts: list[str], intro: str = "") -> str:
-    empty = "" if parts else "<p>Nothing to show with these filters.</p>"
+    empty = "" if any(parts) else "<p>Nothing to show with these filters.</p>"
     return (
         f'<section id="{name}" class="part"><h2>{TITLES[name]}: {esc(heading)}</h2>'
         f"{intro}{empty}{''.join(parts)}</section>"
@@ -278,7 +283,7 @@ def _retries(data: ReportData) -> str:
         "on a new session initialised after the failure. Retry figures count every call, "
         "injected or not.</p>"
     )
-    return _section("retries", "what each client repeated, how and how soon", cards, intro)
+    return _section("retries", "what each client repeated, how and how soon", [_grid(cards)], intro)
 
 
 # --------------------------------------------------------------------- sessions

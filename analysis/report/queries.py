@@ -129,3 +129,8 @@ FROM shown s
 LEFT JOIN targets rt ON rt.seq = s.seq AND rt.how = 0
 LEFT JOIN targets ct ON ct.seq = s.seq AND ct.how = 1
 ORDER BY s.session, s.rank"""
+
+
+def matching(filters: Filters) -> str:
+    """The number of records the filters let through."""
+    return f"SELECT count(*) FROM {TABLE} WHERE {matched(filters)}"

@@ -18,7 +18,7 @@ from typing import Final
 
 #: Font size (px) of chart labels, and the width a character is reckoned at.
 FONT: Final = 11
-CHAR_W: Final = 6.2
+CHAR_W: Final = 7.0
 
 
 def esc(text: object) -> str:
@@ -66,7 +66,7 @@ class Part:
     cls: str
 
 
-def stacked_bar(parts: Sequence[Part], *, width: float = 560, label: str) -> str:
+def stacked_bar(parts: Sequence[Part], *, width: float = 460, label: str) -> str:
     """One horizontal bar split into parts, each labelled inside when it fits; the parts'
     counts and shares in their tooltips and in the aria label."""
     total = sum(p.value for p in parts)
@@ -88,7 +88,7 @@ def stacked_bar(parts: Sequence[Part], *, width: float = 560, label: str) -> str
 
 
 def histogram(
-    bins: Sequence[int], names: Sequence[str], *, cls: str, label: str, width: float = 560
+    bins: Sequence[int], names: Sequence[str], *, cls: str, label: str, width: float = 460
 ) -> str:
     """Vertical bars, one per bin, the bin's name under every other bar and its count above
     each bar that has any."""
@@ -119,7 +119,7 @@ def duration(ms: float) -> str:
         return f"{ms:.2g} ms"
     if ms < 1000:
         return f"{ms:.0f} ms"
-    if ms < 60_000:
+    if ms < 600_000:
         return f"{ms / 1000:.3g} s"
     return f"{ms / 60_000:.3g} min"
 

@@ -219,7 +219,7 @@ def _mark(
     reason = "404" if r.endReason == "not_found" else (r.endReason or "end")
     return (
         f'<g class="end"><line x1="{num(x0)}" y1="{num(lane_top - 4)}" x2="{num(x0)}" '
-        f'y2="{num(lane_top + h)}"/>{text(x0 + 3, lane_top - 6, "end: " + reason, "lbl small")}'
+        f'y2="{num(lane_top + h)}"/>{text(x0 - 3, lane_top - 6, "end: " + reason, "lbl small", "end")}'
         f"<title>{esc(tip)}</title></g>"
     )
 
@@ -236,9 +236,7 @@ def _links(chain: Chain, recs: Sequence[Any], where: dict[int, tuple[float, floa
         if r.continues_target in where:
             out.append(_arc(where[r.continues_target], where[r.seq], "link cont", "continues"))
         if r.method == INITIALIZE and ends.get(r.previousSession) in where:
-            out.append(
-                _arc(where[ends[r.previousSession]], where[r.seq], "link renew", "re-initialise")
-            )
+            out.append(_arc(where[ends[r.previousSession]], where[r.seq], "link renew", ""))
     return out
 
 
@@ -250,10 +248,8 @@ def _arc(a: tuple[float, float, float], b: tuple[float, float, float], cls: str,
     top = min(y0, y1) - lift
     d = f"M{num(x0)} {num(y0)}C{num(x0)} {num(top)} {num(x1)} {num(top)} {num(x1)} {num(y1)}"
     mid = (x0 + x1) / 2
-    return (
-        f'<g class="{cls}"><path d="{d}" marker-end="url(#arrow)"/>'
-        f"{text(mid, top + 1, label, 'lbl small link-lbl', 'middle')}</g>"
-    )
+    said = text(mid, top + 1, label, "lbl small link-lbl", "middle") if label else ""
+    return f'<g class="{cls}"><path d="{d}" marker-end="url(#arrow)"/>{said}</g>'
 
 
 def _axis(scale: Scale, y: float, t0: float) -> str:
