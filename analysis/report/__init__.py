@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..filters import Filters
-from ..load import Engine
+from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.load import Engine
+
 from . import queries
-from .data import Limits, compare_only, gather
+from .data import DEFAULT_LIMITS, Limits, compare_only, gather
 from .page import SECTIONS, render
 
 __all__ = ["SECTIONS", "Limits", "matching", "write"]
@@ -33,7 +34,7 @@ def write(
     inputs: Sequence[str],
     title: str = "mcp-layers report",
     sections: Sequence[str] = SECTIONS,
-    limits: Limits = Limits(),
+    limits: Limits = DEFAULT_LIMITS,
 ) -> int:
     """Write the page for the records in `engine` to `target`; returns its size in bytes."""
     if tuple(sections) == ("compare",):

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Final
 
-from .. import queries as figure_queries
-from ..compare import table as compare_table
-from ..filters import Filters
-from ..load import Engine
-from ..render import Cell
-from ..retries import Figure, all_figures
-from ..summary import INJECTED, ORGANIC, PROBE, label, millis, tallies
+from mcp_layers_analysis import queries as figure_queries
+from mcp_layers_analysis.compare import table as compare_table
+from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.load import Engine
+from mcp_layers_analysis.render import Cell
+from mcp_layers_analysis.retries import Figure, all_figures
+from mcp_layers_analysis.summary import INJECTED, ORGANIC, PROBE, label, millis, tallies
+
 from . import queries
 from .queries import EDGES_MS, TIMELINE_COLUMNS
 
@@ -34,6 +35,9 @@ class Limits:
     sessions: int = 500  # rows of the session list
     timelines: int = 40  # session chains drawn
     per_session: int = 250  # records of one session drawn
+
+
+DEFAULT_LIMITS: Final = Limits()
 
 
 @dataclass(slots=True)
@@ -122,7 +126,7 @@ class ReportData:
 
 
 def gather(
-    engine: Engine, filters: Filters, records: int, limits: Limits = Limits()
+    engine: Engine, filters: Filters, records: int, limits: Limits = DEFAULT_LIMITS
 ) -> ReportData:
     clients = _clients(engine, filters)
     every = _sessions(engine, filters)
@@ -187,10 +191,17 @@ def _clients(engine: Engine, filters: Filters) -> list[Client]:
 
 
 def _sessions(engine: Engine, filters: Filters) -> list[Session]:
-    return [
-        Session(*row[:6], *(int(x or 0) for x in row[6:10]), row[10], row[11])
-        for row in engine.rows(figure_queries.sessions(filters))
-    ]
+    out = []
+    for row in engine.rows(figure_queries.sessions(filters)):
+        session, client, protocol, scenario, started, seconds = row[:6]
+        posts, requests, failed, retries = (int(x or 0) for x in row[6:10])
+        out.append(
+            Session(
+                session, client, protocol, scenario, started, seconds,
+                posts, requests, failed, retries, row[10], row[11],
+            )
+        )  # fmt: skip
+    return out
 
 
 def _chains(sessions: Sequence[Session]) -> list[Chain]:
@@ -235,4 +246,14 @@ def _fill(engine: Engine, filters: Filters, chains: Sequence[Chain], per_session
     return cut
 
 
-__all__ = ["INJECTED", "ORGANIC", "PROBE", "Chain", "Client", "Limits", "ReportData", "gather"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "INJECTED",
+    "ORGANIC",
+    "PROBE",
+    "Chain",
+    "Client",
+    "Limits",
+    "ReportData",
+    "gather",
+]

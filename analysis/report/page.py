@@ -13,13 +13,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Final
 
+from mcp_layers_analysis.render import Cell, Millis, Ratio
+from mcp_layers_analysis.retries import Figure
+from mcp_layers_analysis.sessions import timeline_cells
 from mcp_layers_core.record import RETRY_ORIGINS, Outcome
 
-from ..render import Cell, Millis, Ratio
-from ..retries import Figure
-from ..sessions import timeline_cells
 from . import timeline
-from .data import INJECTED, ORGANIC, PROBE, Chain, Client, ReportData, Session
+from .data import INJECTED, ORGANIC, PROBE, Chain, ReportData, Session
 from .queries import EDGES_MS
 from .style import LEGEND, outcome_class
 from .svg import Part, bin_names, esc, histogram, stacked_bar
@@ -140,7 +140,9 @@ def _head(title: str) -> str:
 def _header(
     data: ReportData, title: str, inputs: Sequence[str], clients: list[str], only: Sequence[str]
 ) -> str:
-    shown = ", ".join(Path(i).name or i for i in inputs[:5]) + (f" and {len(inputs) - 5} more" if len(inputs) > 5 else "")
+    shown = ", ".join(Path(i).name or i for i in inputs[:5]) + (
+        f" and {len(inputs) - 5} more" if len(inputs) > 5 else ""
+    )
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     notes = "".join(f"<p class='note'>{esc(n)}</p>" for n in _sampling_notes(data))
     nav = "".join(f'<a href="#{s}">{TITLES[s]}</a>' for s in SECTIONS if s in only)
@@ -302,7 +304,7 @@ def _sessions(data: ReportData) -> str:
         "id='eventful-only'> only sessions with a failure, a retry or a 404</label></div>"
     )
     table = (
-        f"<div class='scroll'><table class='sessions'><thead><tr>{head}<th scope='col'>ended"
+        f"<div class='scroll tall'><table class='sessions'><thead><tr>{head}<th scope='col'>ended"
         f"</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )
     timelines = [_timeline(c) for c in data.chains]
@@ -384,9 +386,7 @@ def _compare(data: ReportData) -> str:
     for i, g in enumerate(groups):
         client = g.split(" / ")[0]
         cells = "".join(_heat_cell(by_name[k][i], by_name[k]) for k in keys)
-        body.append(
-            f"<tr data-client='{esc(client)}'><th scope='row'>{esc(g)}</th>{cells}</tr>"
-        )
+        body.append(f"<tr data-client='{esc(client)}'><th scope='row'>{esc(g)}</th>{cells}</tr>")
     heat = (
         f"<div class='scroll'><table class='heat'><thead><tr><th scope='col'>client / "
         f"scenario</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"

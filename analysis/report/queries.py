@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from ..filters import Filters
-from ..queries import LAST_STATUS, in_list, is_probe, literal, matched
-from ..schema import REQUEST
-from ..table import SEQUENCE, SOURCE, TABLE
+from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.queries import LAST_STATUS, in_list, is_probe, literal, matched
+from mcp_layers_analysis.schema import REQUEST
+from mcp_layers_analysis.table import SEQUENCE, SOURCE, TABLE
 
 #: Upper edges (ms) of the bins a latency or delay histogram is drawn with: 1-2-5 steps,
 #: so that the labels read as round numbers; the last bin holds everything above.

@@ -28,7 +28,7 @@ def failure_class(layer: str) -> str:
 def outcome_class(outcome: str | None) -> str:
     """The class of a request's outcome (an unknown or missing outcome: grey)."""
     try:
-        o = Outcome(outcome)
+        o = Outcome(outcome or "")
     except ValueError:
         return UNKNOWN
     if o in SUCCESSFUL:

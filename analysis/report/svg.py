@@ -46,6 +46,10 @@ def rect(x: float, y: float, w: float, h: float, cls: str, title: str, extra: st
     )
 
 
+def line(x1: float, y1: float, x2: float, y2: float, cls: str) -> str:
+    return f'<line class="{cls}" x1="{num(x1)}" y1="{num(y1)}" x2="{num(x2)}" y2="{num(y2)}"/>'
+
+
 def text(x: float, y: float, content: str, cls: str = "lbl", anchor: str = "start") -> str:
     return (
         f'<text class="{cls}" x="{num(x)}" y="{num(y)}" text-anchor="{anchor}">'
@@ -105,10 +109,7 @@ def histogram(
             body.append(text(x + slot / 2, y - 3, str(n), "lbl small", "middle"))
         if i % 2 == 0:
             body.append(text(x + slot / 2, height - 5, name, "lbl small", "middle"))
-    body.append(
-        f'<line class="axis" x1="0" y1="{num(height - bottom)}" x2="{num(width)}" '
-        f'y2="{num(height - bottom)}"/>'
-    )
+    body.append(line(0, height - bottom, width, height - bottom, "axis"))
     said = ", ".join(f"{name} {n}" for n, name in zip(bins, names, strict=True) if n)
     return svg(width, height, "".join(body), label=f"{label}: {said or 'none'}")
 

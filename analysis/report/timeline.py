@@ -22,11 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..schema import INITIALIZE, NOTIFICATION, REQUEST, RESPONSE, SESSION_END
+from mcp_layers_analysis.schema import INITIALIZE, NOTIFICATION, REQUEST, RESPONSE, SESSION_END
+
 from .data import Chain
 from .style import outcome_class, outcome_words
-from .svg import esc, num, rect, svg, text
 from .svg import duration as dur
+from .svg import esc, line, num, rect, svg, text
 
 LABEL_W: Final = 150.0
 PLOT_W: Final = 760.0
@@ -211,20 +212,21 @@ def _mark(
             cls += " probe"
         return rect(x0, y - ROW_H / 2 + 2, max(x1 - x0, MIN_BAR), ROW_H - 4, f"bar {cls}", tip)
     if r.kind == NOTIFICATION:
-        return f'<circle class="note" cx="{num(x0)}" cy="{num(y)}" r="3"><title>{esc(tip)}</title></circle>'
+        dot = f'<circle class="note" cx="{num(x0)}" cy="{num(y)}" r="3">'
+        return f"{dot}<title>{esc(tip)}</title></circle>"
     if r.kind == RESPONSE:
         d = f"M{num(x0)} {num(y - 5)}l5 5l-5 5l-5 -5z"
         return f'<path class="srv" d="{d}"><title>{esc(tip)}</title></path>'
     h = depth[lanes[r.session]] * ROW_H
     reason = "404" if r.endReason == "not_found" else (r.endReason or "end")
-    return (
-        f'<g class="end"><line x1="{num(x0)}" y1="{num(lane_top - 4)}" x2="{num(x0)}" '
-        f'y2="{num(lane_top + h)}"/>{text(x0 - 3, lane_top - 6, "end: " + reason, "lbl small", "end")}'
-        f"<title>{esc(tip)}</title></g>"
-    )
+    said = text(x0 - 3, lane_top - 6, "end: " + reason, "lbl small", "end")
+    bar = line(x0, lane_top - 4, x0, lane_top + h, "stop")
+    return f'<g class="end">{bar}{said}<title>{esc(tip)}</title></g>'
 
 
-def _links(chain: Chain, recs: Sequence[Any], where: dict[int, tuple[float, float, float]]) -> list[str]:
+def _links(
+    chain: Chain, recs: Sequence[Any], where: dict[int, tuple[float, float, float]]
+) -> list[str]:
     out = []
     ends = {r.session: r.seq for r in recs if r.kind == SESSION_END}
     for r in recs:
@@ -253,7 +255,7 @@ def _arc(a: tuple[float, float, float], b: tuple[float, float, float], cls: str,
 
 
 def _axis(scale: Scale, y: float, t0: float) -> str:
-    out = [f'<line class="axis" x1="{num(LABEL_W)}" y1="{num(y)}" x2="{num(LABEL_W + PLOT_W)}" y2="{num(y)}"/>']
+    out = [line(LABEL_W, y, LABEL_W + PLOT_W, y, "axis")]
     for s, e, x in zip(scale.starts, scale.ends, scale.xs, strict=True):
         span_px = max((e - s) * scale.k, 1)
         step = nice_step(100 / scale.k) if scale.k > 0 else 1.0
@@ -265,11 +267,12 @@ def _axis(scale: Scale, y: float, t0: float) -> str:
             t += step
         for off in ticks:
             tx = LABEL_W + x + (off - (s - t0)) * scale.k
-            out.append(f'<line class="tick" x1="{num(tx)}" y1="{num(y)}" x2="{num(tx)}" y2="{num(y + 4)}"/>')
+            out.append(line(tx, y, tx, y + 4, "tick"))
             out.append(text(tx, y + 15, "+" + dur(off) if off else "0", "lbl small", "middle"))
     for x, idle in scale.breaks:
         bx = LABEL_W + x
-        out.append(f'<path class="brk" d="M{num(bx - 4)} {num(y - 6)}l4 12M{num(bx + 1)} {num(y - 6)}l4 12"/>')
+        zigzag = f"M{num(bx - 4)} {num(y - 6)}l4 12M{num(bx + 1)} {num(y - 6)}l4 12"
+        out.append(f'<path class="brk" d="{zigzag}"/>')
         out.append(text(bx, y - 9, f"{dur(idle)} idle", "lbl small", "middle"))
     return "".join(out)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from analysis_helpers import SYNTHETIC, invoke
-from mcp_layers_analysis.filters import Filters
-from mcp_layers_analysis.report import Limits, data, page, style, timeline
 from mcp_layers_analysis.duck import DuckEngine
+from mcp_layers_analysis.filters import Filters
 from mcp_layers_analysis.inputs import expand
+from mcp_layers_analysis.report import Limits, data, page, style, timeline
 from mcp_layers_core.record import LAYER_OF, Outcome
 from report_helpers import REAL, REAL_CLIENTS, write_report
 
@@ -84,7 +84,7 @@ def test_compare_heat_map_has_a_row_per_client_and_scenario(real_page: str) -> N
 def test_filters_reach_the_page(tmp_path: Path) -> None:
     text = write_report(tmp_path / "r.html", "--client", "opencode")
     assert 'value="opencode@1.18.33"' in text
-    assert "data-client=\"claude-code" not in text
+    assert 'data-client="claude-code' not in text
     assert "data-client='claude-code" not in text
 
 
@@ -116,7 +116,9 @@ def test_every_outcome_has_a_class_and_words() -> None:
         cls = style.outcome_class(o.value)
         assert cls in {c for c, _ in style.LEGEND}, o
         assert style.outcome_words(o.value)
-    assert style.outcome_class(Outcome.HTTP_ERROR.value) == f"o-{LAYER_OF[Outcome.HTTP_ERROR].value}"
+    assert (
+        style.outcome_class(Outcome.HTTP_ERROR.value) == f"o-{LAYER_OF[Outcome.HTTP_ERROR].value}"
+    )
     assert style.outcome_class(None) == style.UNKNOWN
     assert style.outcome_class("SOMETHING_NEW") == style.UNKNOWN
 
@@ -137,6 +139,10 @@ def test_nice_steps() -> None:
 def _card(page_text: str, section: str, client: str) -> str:
     part = re.search(rf'<section id="{section}".*?</section>', page_text, re.S)
     assert part
-    card = re.search(rf'<article class="card" data-client="{re.escape(client)}">.*?</article>', part.group(0), re.S)
+    card = re.search(
+        rf'<article class="card" data-client="{re.escape(client)}">.*?</article>',
+        part.group(0),
+        re.S,
+    )
     assert card, f"no {section} card for {client}"
     return card.group(0)
