@@ -130,7 +130,8 @@ def gather(
 ) -> ReportData:
     clients = _clients(engine, filters)
     every = _sessions(engine, filters)
-    chains = _chains(every)
+    joined = [(str(a), str(b)) for a, b in engine.rows(queries.retry_sessions(filters))]
+    chains = _chains(every, joined)
     drawn = _pick(chains, limits.timelines)
     sampling = Sampling(
         sessions_total=len(every),
@@ -204,20 +205,25 @@ def _sessions(engine: Engine, filters: Filters) -> list[Session]:
     return out
 
 
-def _chains(sessions: Sequence[Session]) -> list[Chain]:
-    """Sessions joined by re-initialisation (`next_session`), each chain from its first."""
-    by_id = {s.session: s for s in sessions}
-    followers = {s.next_session for s in sessions if s.next_session in by_id}
-    out = []
+def _chains(sessions: Sequence[Session], joined: Sequence[tuple[str, str]]) -> list[Chain]:
+    """Sessions joined by re-initialisation (`next_session`) or by a retry from one to the
+    other, each chain in the order its sessions first appear."""
+    parent = {s.session: s.session for s in sessions}
+
+    def root(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    pairs = [(s.session, s.next_session) for s in sessions if s.next_session]
+    for a, b in [*pairs, *joined]:
+        if a in parent and b in parent:
+            parent[root(b)] = root(a)
+    groups: dict[str, list[Session]] = {}
     for s in sessions:
-        if s.session in followers:
-            continue
-        chain, seen = [s], {s.session}
-        while (n := chain[-1].next_session) in by_id and n not in seen:
-            seen.add(n)
-            chain.append(by_id[n])
-        out.append(Chain(chain))
-    return out
+        groups.setdefault(root(s.session), []).append(s)
+    return [Chain(members) for members in groups.values()]
 
 
 def _pick(chains: Sequence[Chain], limit: int) -> list[Chain]:

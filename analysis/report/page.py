@@ -219,12 +219,12 @@ def _overview(data: ReportData) -> str:
             f"<dt>negotiation probes</dt><dd>{probe.calls} (no failures)</dd>",
             f"<dt>latency</dt><dd>{pct}</dd></dl>",
             "<h4>Outcomes of organic calls</h4>",
-            stacked_bar(_outcome_parts(org.outcomes), label=f"{c.name} organic outcomes"),
+            _bar(_outcome_parts(org.outcomes), f"{c.name} organic outcomes"),
         ]
         if inj.calls:
             body += [
                 "<h4>Outcomes of injected calls</h4>",
-                stacked_bar(_outcome_parts(inj.outcomes), label=f"{c.name} injected outcomes"),
+                _bar(_outcome_parts(inj.outcomes), f"{c.name} injected outcomes"),
             ]
         body += [
             "<h4>Latency of organic calls</h4>",
@@ -232,6 +232,12 @@ def _overview(data: ReportData) -> str:
         ]
         cards.append(_card(c.name, body))
     return _section("overview", "calls, outcomes and latency per client", [_grid(cards)])
+
+
+def _bar(parts: list[Part], label: str) -> str:
+    """A stacked bar, and its parts in words under it (a narrow part has no room inside)."""
+    said = " · ".join(f"{p.label} {p.value}" for p in parts if p.value)
+    return f"{stacked_bar(parts, label=label)}<p class='said'>{esc(said)}</p>"
 
 
 def _card(client: str, body: list[str]) -> str:
@@ -270,7 +276,7 @@ def _retries(data: ReportData) -> str:
         ]
         body = [f"<h3>{esc(c.name)}</h3>", "<h4>How it retried</h4>"]
         if any(p.value for p in origins):
-            body.append(stacked_bar(origins, label=f"{c.name} retries by origin"))
+            body.append(_bar(origins, f"{c.name} retries by origin"))
             delays = [sum(col) for col in zip(*c.delay_bins.values(), strict=True)]
             body += [
                 "<h4>How soon (delay from the failed attempt to its retry)</h4>",
@@ -384,9 +390,10 @@ def _compare(data: ReportData) -> str:
     head = "".join(f"<th scope='col'>{esc(k)}</th>" for k in keys)
     body = []
     for i, g in enumerate(groups):
-        client = g.split(" / ")[0]
+        client, _, scenario = g.partition(" / ")
         cells = "".join(_heat_cell(by_name[k][i], by_name[k]) for k in keys)
-        body.append(f"<tr data-client='{esc(client)}'><th scope='row'>{esc(g)}</th>{cells}</tr>")
+        name = f"{esc(client)}<br><small>{esc(scenario)}</small>"
+        body.append(f"<tr data-client='{esc(client)}'><th scope='row'>{name}</th>{cells}</tr>")
     heat = (
         f"<div class='scroll'><table class='heat'><thead><tr><th scope='col'>client / "
         f"scenario</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"

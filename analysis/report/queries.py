@@ -92,7 +92,7 @@ def timeline(sessions: Sequence[str], filters: Filters, per_session: int) -> str
     `continues` name: the nearest earlier record with that id in the same proxy run.
     Only `shown` has the record's columns: the unqualified ones below are its own."""
     return f"""WITH r AS (
-  SELECT *, {SEQUENCE} AS seq,
+  SELECT *, {SOURCE} AS src, {SEQUENCE} AS seq,
     sum(CASE WHEN id = 1 THEN 1 ELSE 0 END) OVER (
       PARTITION BY {SOURCE} ORDER BY {SEQUENCE} ROWS UNBOUNDED PRECEDING) AS seg
   FROM {TABLE}
@@ -106,14 +106,13 @@ def timeline(sessions: Sequence[str], filters: Filters, per_session: int) -> str
 ), shown AS (
   SELECT * FROM chosen WHERE rank <= {per_session}
 ), targets AS (
-  SELECT s.seq, l.how, max(t.seq) AS target
+  SELECT l.seq, l.how, max(t.seq) AS target
   FROM (
-    SELECT seq, seg, retryOf AS target_id, 0 AS how FROM shown WHERE retryOf IS NOT NULL
+    SELECT seq, src, seg, retryOf AS target_id, 0 AS how FROM shown WHERE retryOf IS NOT NULL
     UNION ALL
-    SELECT seq, seg, continues, 1 FROM shown WHERE continues IS NOT NULL
+    SELECT seq, src, seg, continues, 1 FROM shown WHERE continues IS NOT NULL
   ) l
-  JOIN shown s ON s.seq = l.seq
-  JOIN r t ON t.seg = l.seg AND t.id = l.target_id AND t.seq < l.seq
+  JOIN r t ON t.src = l.src AND t.seg = l.seg AND t.id = l.target_id AND t.seq < l.seq
   GROUP BY 1, 2
 )
 SELECT s.ts, s.id, s.kind, s.method, s.tool, s.serverMethod, s.httpStatuses, s.outcome,
@@ -134,3 +133,20 @@ ORDER BY s.session, s.rank"""
 def matching(filters: Filters) -> str:
     """The number of records the filters let through."""
     return f"SELECT count(*) FROM {TABLE} WHERE {matched(filters)}"
+
+
+def retry_sessions(filters: Filters) -> str:
+    """Pairs of sessions a retry joins: the retry in one, the attempt it repeats in another
+    (a failed `initialize` retried on the session it then got, a call resent on a new one)."""
+    return f"""WITH r AS (
+  SELECT session, id, kind, retryOf, {SOURCE} AS src, {SEQUENCE} AS seq,
+    {matched(filters)} AS matched,
+    sum(CASE WHEN id = 1 THEN 1 ELSE 0 END) OVER (
+      PARTITION BY {SOURCE} ORDER BY {SEQUENCE} ROWS UNBOUNDED PRECEDING) AS seg
+  FROM {TABLE}
+)
+SELECT DISTINCT t.session AS earlier, n.session AS later
+FROM r n JOIN r t ON t.src = n.src AND t.seg = n.seg AND t.id = n.retryOf AND t.seq < n.seq
+WHERE n.kind = {literal(REQUEST)} AND n.matched AND t.matched
+  AND n.session IS NOT NULL AND t.session IS NOT NULL AND n.session <> t.session
+ORDER BY 1, 2"""

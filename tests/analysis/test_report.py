@@ -73,9 +73,9 @@ def test_the_404_story_is_one_timeline(real_page: str) -> None:
 def test_compare_heat_map_has_a_row_per_client_and_scenario(real_page: str) -> None:
     heat = re.search(r"<table class='heat'>.*?</table>", real_page, re.S)
     assert heat
-    rows = re.findall(r"<th scope='row'>([^<]*)</th>", heat.group(0))
-    assert "claude-code@2.1.197 / session_404" in rows
-    assert "opencode@1.18.33 / stream_cut" in rows
+    rows = re.findall(r"<th scope='row'>([^<]*)<br><small>([^<]*)</small></th>", heat.group(0))
+    assert ("claude-code@2.1.197", "session_404") in rows
+    assert ("opencode@1.18.33", "stream_cut") in rows
     assert len(rows) == len(REAL)
     for name in ("failure rate", "retries: reinit", "Retry-After honoured"):
         assert f"<th scope='col'>{name}</th>" in heat.group(0)
@@ -146,3 +146,16 @@ def _card(page_text: str, section: str, client: str) -> str:
     )
     assert card, f"no {section} card for {client}"
     return card.group(0)
+
+
+def test_a_retry_on_a_new_session_joins_the_two_on_one_timeline(real_page: str) -> None:
+    # codex: initialize answered 503 (injected) on its own pseudo-session, resent on the
+    # session it then got: one chain, one timeline, the resend drawn as an arrow.
+    chain = re.search(r'<article class="tl" id="t-c-110ed201b1".*?</article>', real_page, re.S)
+    assert chain, "codex's failed initialize and its resend are not on one timeline"
+    assert "c-110ed201b1 → s-1e1044c680" in chain.group(0)
+    assert re.search(r'class="link retry".*?>resend \d+ ms<', chain.group(0), re.S)
+    # Each input's sessions stay apart: no chain mixes two clients.
+    for title in re.findall(r'<article class="tl"[^>]*data-client="([^"]*)">', real_page):
+        assert title in REAL_CLIENTS
+    assert len(re.findall(r'<article class="tl"', real_page)) == len(REAL)
