@@ -17,7 +17,7 @@ from . import queries
 from .data import DEFAULT_LIMITS, Limits, compare_only, gather
 from .page import SECTIONS, render
 
-__all__ = ["SECTIONS", "Limits", "matching", "write"]
+__all__ = ["SECTIONS", "Limits", "matching", "write", "write_from"]
 
 
 def matching(engine: Engine, filters: Filters) -> int:
@@ -44,3 +44,22 @@ def write(
     html = render(data, title=title, inputs=inputs, only=sections)
     target.write_text(html, encoding="utf-8")
     return target.stat().st_size
+
+
+def write_from(
+    paths: Sequence[str], target: Path, *, title: str, sections: Sequence[str] = SECTIONS
+) -> int:
+    """The page for the recordings under `paths` (read by DuckDB, every record), for
+    callers outside the CLI (the lab's matrix). Raises AnalysisError or InputError."""
+    from mcp_layers_analysis.duck import DuckEngine
+    from mcp_layers_analysis.inputs import expand
+
+    engine = DuckEngine()
+    try:
+        report = engine.load(expand(paths), None, lambda _: None)
+        return write(
+            engine, Filters(), target, records=report.records, inputs=paths, title=title,
+            sections=sections,
+        )  # fmt: skip
+    finally:
+        engine.close()

@@ -159,3 +159,20 @@ def test_a_retry_on_a_new_session_joins_the_two_on_one_timeline(real_page: str) 
     for title in re.findall(r'<article class="tl"[^>]*data-client="([^"]*)">', real_page):
         assert title in REAL_CLIENTS
     assert len(re.findall(r'<article class="tl"', real_page)) == len(REAL)
+
+
+def test_the_lab_writes_its_matrix_as_a_page(tmp_path: Path) -> None:
+    from mcp_layers_lab import matrix
+
+    runs = tmp_path / "runs"
+    for i, source in enumerate(REAL):
+        (runs / str(i)).mkdir(parents=True)
+        (runs / str(i) / source.name).write_bytes(source.read_bytes())
+    target = tmp_path / "MATRIX.html"
+    matrix.write_html(runs, target)
+    text = target.read_text(encoding="utf-8")
+    assert "<table class='heat'>" in text
+    assert '<section id="compare"' in text
+    assert '<section id="sessions"' not in text
+    for client in REAL_CLIENTS:
+        assert f"<th scope='row'>{client}<br>" in text
