@@ -559,29 +559,76 @@ def _cell(value: Any) -> Any:
     return str(value)
 
 
-@cli.command(short_help="Write the records as typed Parquet, partitioned by day.")
+@cli.command(short_help="Write the records as Parquet, or as OpenTelemetry spans.")
 @click.option(
     "--parquet",
     "directory",
-    required=True,
+    default=None,
     metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Directory to write (day=YYYY-MM-DD/…parquet inside).",
+    help="Typed Parquet under DIR, partitioned by day (day=YYYY-MM-DD/…parquet inside).",
+)
+@click.option(
+    "--otlp-json",
+    "otlp_json",
+    default=None,
+    metavar="OUT",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+    help="OTLP/JSON lines (one ExportTraceServiceRequest a line) for the Collector's "
+    "otlpjsonfile receiver; `-` for stdout. Needs pip install 'mcp-layers[otel]'.",
 )
 @reading_options
-def export(reading: Reading, directory: str) -> None:
-    """Write every record as typed Parquet (the record's columns, `_src`, `_seq`),
-    partitioned by day, which DuckDB, Spark and the warehouses read.
+def export(reading: Reading, directory: str | None, otlp_json: str | None) -> None:
+    """Write the records in a form other tools read: typed Parquet (the record's columns,
+    `_src`, `_seq`, partitioned by day) for DuckDB, Spark and the warehouses, or every
+    exchange as an OpenTelemetry span by the MCP semantic conventions (the same spans the
+    addon sends live; docs/otel.md). Give one of the two.
 
     \b
     Example:
         mcp-layers export --parquet fleet/ recordings/
+        mcp-layers export --otlp-json traces.jsonl recordings/
     """
+    if (directory is None) == (otlp_json is None):
+        raise UsageFailure("export needs one of --parquet DIR or --otlp-json OUT")
+    if directory is not None:
+        _export_parquet(reading, directory)
+    else:
+        assert otlp_json is not None
+        _export_otlp_json(otlp_json, reading.paths)
+
+
+def _export_parquet(reading: Reading, directory: str) -> None:
     with loaded(reading) as (engine, report):
         engine.export_parquet(directory)
     _warn(f"mcp-layers: {report.records} records written to {directory}")
     if not report.records:
         raise SystemExit(ExitStatus.NOTHING_MATCHED)
+
+
+def _export_otlp_json(otlp_json: str, paths: tuple[str, ...]) -> None:
+    try:
+        from . import otel_export
+    except ImportError as exc:
+        raise UsageFailure(
+            f"export --otlp-json needs the OpenTelemetry SDK ({exc.name} is missing); "
+            "install it with pip install 'mcp-layers[otel]'"
+        ) from None
+    try:
+        with click.open_file(otlp_json, "w", encoding="utf-8", lazy=False) as out:
+            report = otel_export.export_otlp_json(list(paths), out, warn=_warn)
+    except NewerRecordVersion as exc:
+        raise LocatedFailure(str(exc)) from None
+    except AnalysisError as exc:
+        raise UsageFailure(str(exc)) from None
+    except OSError as exc:
+        raise UsageFailure(f"{otlp_json}: {exc.strerror or exc}") from None
+    if report.bad_lines:
+        _warn(f"mcp-layers: {report.bad_lines} bad lines skipped ({report.records} records read)")
+    if not report.records:
+        _warn("mcp-layers: no records in the input")
+        raise SystemExit(ExitStatus.NOTHING_MATCHED)
+    _warn(f"mcp-layers: {report.spans} spans from {report.records} records in {report.lines} lines")
 
 
 @cli.command(short_help="Print the path of the addon script, for mitmdump -s.")

@@ -110,6 +110,14 @@ class ProxyStopping:
     ts: float
 
 
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed without traffic (the adapter's clock, every few seconds): sessions
+    may have gone idle and parked requests may have expired."""
+
+    ts: float
+
+
 Event = (
     PostReceived
     | OtherRequest
@@ -119,4 +127,5 @@ Event = (
     | StreamEnded
     | FlowFailed
     | ProxyStopping
+    | Tick
 )

@@ -19,7 +19,7 @@ from mcp_layers_analysis.filters import Filters
 
 pytest.importorskip("pyspark")
 if not shutil.which("java") and not __import__("os").environ.get("JAVA_HOME"):
-    pytest.skip("no Java for Spark", allow_module_level=True)
+    pytest.skip("no Java for Spark (scripts/os-deps installs it as root)", allow_module_level=True)
 
 from mcp_layers_analysis.spark import SparkEngine
 
