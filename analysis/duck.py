@@ -21,6 +21,10 @@ from .inputs import Source
 from .load import Input, Report, Warn, cleaned, on_disk
 from .table import SEQUENCE, SOURCE, TABLE, read_columns
 
+#: What a failed read raises: DuckDB's error, or, when its message quotes a line that is
+#: not UTF-8, the UnicodeDecodeError of turning that message into a Python string.
+READ_FAILED: Final = (duckdb.Error, UnicodeDecodeError)
+
 #: DuckDB's memory limit unless MCP_LAYERS_MEMORY says otherwise (DuckDB's syntax: 2GB).
 DEFAULT_MEMORY: Final = "1GB"
 
@@ -76,7 +80,7 @@ class DuckEngine:
             inputs = [self._clean(inp, cols, warn, report) for inp in inputs]
             try:
                 self._read(inputs, cols)
-            except duckdb.Error as exc:
+            except READ_FAILED as exc:
                 raise AnalysisError(f"cannot read the records: {exc}") from None
         self.con.execute(
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
@@ -93,7 +97,7 @@ class DuckEngine:
         """Read everything typed; False when some line was not a record."""
         try:
             self._read(inputs, cols)
-        except duckdb.Error:
+        except READ_FAILED:
             return False
         return not self._bad_rows()
 
@@ -114,7 +118,7 @@ class DuckEngine:
             ).fetchone()
             if row is not None and not row[0]:
                 return inp
-        except duckdb.Error:
+        except READ_FAILED:
             pass
         finally:
             self.con.execute("DROP TABLE IF EXISTS probe")

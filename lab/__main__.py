@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
+from mcp_layers_analysis.errors import AnalysisError, InputError
+
 from . import clients as clients_mod
 from . import matrix, presets
 from .run import CLIENT_TIMEOUT_S, SCRIPTS, LabError, Plan, load_results, run_lab
@@ -80,10 +82,18 @@ def write_outputs(out_dir: Path, publish: Path | None) -> int:
     (out_dir / "MATRIX.md").write_text(text, encoding="utf-8")
     (out_dir / "runs.md").write_text(matrix.runs_table(cells), encoding="utf-8")
     _compare(out_dir)
+    html = out_dir / "MATRIX.html"
+    try:
+        matrix.write_html(out_dir / "runs", html)
+    except (AnalysisError, InputError) as exc:
+        print(f"MATRIX.html not written: {exc}", file=sys.stderr)
     print(f"matrix: {out_dir / 'MATRIX.md'}")
     if publish is not None:
         publish.write_text(text, encoding="utf-8")
         print(f"published: {publish}")
+        if html.exists():
+            shutil.copyfile(html, publish.with_suffix(".html"))
+            print(f"published: {publish.with_suffix('.html')}")
     broken = [c for c in cells if c.broken]
     for c in broken:
         print(f"FAILED {c.run.client} {c.run.scenario}: {'; '.join(c.notes)}", file=sys.stderr)

@@ -440,6 +440,16 @@ LEGEND: Final = (
 )
 
 
+def write_html(runs: Path, target: Path) -> None:
+    """The matrix as a page: the report's compare section (client × scenario heat map and
+    every figure) over the runs' recordings."""
+    from mcp_layers_analysis import report
+
+    report.write_from(
+        [str(runs)], target, title="MCP client retry matrix: the lab's runs", sections=("compare",)
+    )
+
+
 def runs_table(cells: list[Cell]) -> str:
     """Per-run details: exact delays, exit codes, durations, fault hits, records."""
     lines = [
