@@ -83,8 +83,12 @@ MAX_LIVE_FLOWS = limits.MAX_PENDING_EXCHANGES + limits.MAX_PARKED
 #: The core's work is queued by the hooks and run after the answers have gone out: at
 #: the latest this long after the first queued step (so a record is written within it)...
 BATCH_DELAY_S = 0.02
-#: ...or on the loop's next turn once this many steps wait (about 20 JSON exchanges)...
+#: ...or soon once this many steps wait (about 20 JSON exchanges): after a millisecond,
+#: not on the loop's next turn, because mitmproxy sends an answer only after its hook
+#: task resumes (its tasks start eagerly and then wait for the connection's lock), and a
+#: callback queued from inside the hook would run before that send...
 BATCH_OPS = 64
+BATCH_SOON_S = 0.001
 #: ...or by the hook itself past this many (the loop is not getting round to it).
 MAX_QUEUED_OPS = 2048
 
@@ -194,6 +198,11 @@ class Recorder:
         #: commented (mitmproxy is told of them once).
         self._batch: list[dict[str, Any]] | None = None
         self._changed: list[http.HTTPFlow] | None = None
+        # One guard per hook, made once: they run a few times per exchange.
+        self._on_request = _Guard(self, "request")
+        self._on_headers = _Guard(self, "responseheaders")
+        self._on_response = _Guard(self, "response")
+        self._on_error = _Guard(self, "error")
         self.tracker.record_flows = {}
         # The script's instance stops the proxy on a bad option at start-up (see
         # mcp_layers_startup); an instance a test builds raises OptionsError.
@@ -308,7 +317,7 @@ class Recorder:
     # -- hooks: each notes what the core needs; the core runs after the answer is sent --
 
     def request(self, flow: http.HTTPFlow) -> None:
-        with self.guard("request"):
+        with self._on_request:
             metadata = flow.metadata
             if not metadata.pop(OBSERVED_KEY, False):
                 seen = _request_seen(flow)
@@ -340,7 +349,7 @@ class Recorder:
         return None
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
-        with self.guard("responseheaders"):
+        with self._on_headers:
             resp = flow.response
             assert resp is not None
             if flow.error is not None:
@@ -372,7 +381,7 @@ class Recorder:
                 resp.stream = True
 
     def response(self, flow: http.HTTPFlow) -> None:
-        with self.guard("response"):
+        with self._on_response:
             resp = flow.response
             assert resp is not None
             self._later(
@@ -388,7 +397,7 @@ class Recorder:
             )
 
     def error(self, flow: http.HTTPFlow) -> None:
-        with self.guard("error"):
+        with self._on_error:
             reason = flow.error.msg if flow.error else "error"
             self._later((self._failed, flow, time.time(), reason))
 
@@ -462,10 +471,11 @@ class Recorder:
         ops.append(op)
         if len(ops) == 1:
             self._timer = loop.call_later(BATCH_DELAY_S, self.flush)
-        elif len(ops) >= BATCH_OPS and not self._soon:
-            self._soon = True
-            loop.call_soon(self.flush)
-            if len(ops) >= MAX_QUEUED_OPS:
+        elif len(ops) >= BATCH_OPS:
+            if not self._soon:
+                self._soon = True
+                loop.call_later(BATCH_SOON_S, self.flush)
+            elif len(ops) >= MAX_QUEUED_OPS:
                 self.flush()  # the loop is not getting round to it: memory stays bounded
 
     def flush(self) -> None:
@@ -482,8 +492,10 @@ class Recorder:
         self._changed = changed = []
         try:
             for op in ops:
-                with self.guard("batch"):
+                try:
                     op[0](*op[1:])
+                except Exception as e:  # one step failed: the others still run
+                    self.report("batch", e)
         finally:
             self._batch = self._changed = None
             with self.guard("write"):

@@ -48,7 +48,11 @@ CONFIGS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "plain-stream": (["-q", "--set", "stream_large_bodies=1"], ("sse",)),
     "noop-addon": (["-q", "-s", "{noop}"], WORKLOADS),
     "addon": (["-q"], WORKLOADS),
+    "addon-clocked": (["-q"], WORKLOADS),
 }
+#: `addon-clocked` is the addon loaded through `hook_clock.py`: its hooks and batches
+#: timed inside the running proxy (reported on their own, never used as the addon's row).
+CLOCK_SCRIPT = Path(__file__).resolve().parent / "hook_clock.py"
 BASELINES = ("plain", "plain-stream", "noop-addon")
 
 NOOP_ADDON = """\
@@ -140,6 +144,7 @@ class Run:
     event_p50_ms: float | None = None
     event_p99_ms: float | None = None
     cpu_us: float | None = None  # the proxy process's CPU (user + system) per request
+    hook_us: dict[str, float] | None = None  # addon-clocked: CPU per request in each hook
     errors: int = 0
 
 
@@ -255,14 +260,26 @@ def _cpu_seconds(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _hook_clock(port: int) -> dict[str, int]:
+    """The CPU nanoseconds the clocked addon spent so far, per hook (see hook_clock.py)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{HOST}:{port}/__hook_clock", timeout=10) as answer:
+        clock: dict[str, int] = json.load(answer)["ns"]
+    return clock
+
+
 def measure(
     config: str, port: int, workload: str, concurrency: int, total: int, pid: int | None = None
 ) -> Run:
+    clocked = config == "addon-clocked"
+    hooks_before = _hook_clock(port) if clocked else {}
     cpu_before = _cpu_seconds(pid)
     tally, seconds = asyncio.run(_load(port, workload, concurrency, total))
     # Work a proxy does after the last answer (a recorder's batch) belongs to this run.
     time.sleep(SETTLE_S)
     cpu_after = _cpu_seconds(pid)
+    hooks_after = _hook_clock(port) if clocked else {}
     ms = [x * 1000 for x in tally.latencies]
     run = Run(
         config=config,
@@ -277,6 +294,11 @@ def measure(
     )
     if cpu_before is not None and cpu_after is not None and ms:
         run.cpu_us = (cpu_after - cpu_before) / len(ms) * 1e6
+    if clocked and ms:
+        run.hook_us = {
+            name: (ns - hooks_before.get(name, 0)) / len(ms) / 1000
+            for name, ns in hooks_after.items()
+        }
     if tally.delays:
         delays = [x * 1000 for x in tally.delays]
         run.event_p50_ms = statistics.median(delays)
@@ -338,10 +360,25 @@ def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Names
                 if (c, workload, conc) in results
             ]
             out.append(f"{workload:<4} c={conc}: " + "; ".join(spreads))
+    out += ["", "inside the running proxy (addon-clocked): the addon's CPU per request, by hook:"]
+    for workload in WORKLOADS:
+        for conc in args.concurrency:
+            runs = [r for r in results[("addon-clocked", workload, conc)] if r.hook_us]
+            names = sorted({n for r in runs for n in r.hook_us or {}})
+            parts = {
+                n: statistics.median((r.hook_us or {}).get(n, 0.0) for r in runs) for n in names
+            }
+            total = sum(parts.values())
+            out.append(
+                f"{workload:<4} c={conc}: total {total:.1f} µs = "
+                + ", ".join(f"{n} {v:.1f}" for n, v in parts.items() if v >= 0.05)
+            )
     out += ["", "SSE per-event delay (upstream send stamp -> client arrival), p50 / p99:"]
     for conc in args.concurrency:
         row = {
-            c: _stats(results[(c, "sse", conc)], "event_p50_ms", "event_p99_ms") for c in CONFIGS
+            c: _stats(results[(c, "sse", conc)], "event_p50_ms", "event_p99_ms")
+            for c in CONFIGS
+            if c != "addon-clocked"
         }
         a, s = row["addon"], row["plain-stream"]
         out.append(
@@ -399,8 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cmd = procs.mitmdump_cmd(
                 up_port,
                 ports[config],
-                addon=procs.ADDON if config == "addon" else None,
-                record_dir=work / "records",
+                addon={"addon": procs.ADDON, "addon-clocked": CLOCK_SCRIPT}.get(config),
+                record_dir=work / ("records" if config == "addon" else f"records-{config}"),
             )
             log = work / f"mitmdump-{config}.log"
             started.append(proc := procs.start([*cmd, *extra], log))
