@@ -13,6 +13,7 @@ and after a run. Only for measuring: the clock itself costs ~1 µs per timed cal
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.util
 import json
 import sys
@@ -60,6 +61,17 @@ def _load() -> Any:
     return module
 
 
+def _gc_clock(phase: str, info: dict[str, Any]) -> None:
+    """Garbage collection, timed like a hook: the whole process's, addon or not."""
+    if phase == "start":
+        _gc_start[0] = time.thread_time_ns()
+    else:
+        name = f"gc (gen {info.get('generation')}, whole process)"
+        _ns[name] = _ns.get(name, 0) + time.thread_time_ns() - _gc_start[0]
+
+
+_gc_start = [0]
+gc.callbacks.append(_gc_clock)
 mcp_layers = _load()
 recorder = mcp_layers.recorder
 recorder.flush = _timed("batch", recorder.flush)
@@ -67,7 +79,7 @@ _tap_call = mcp_layers.StreamTap.__call__
 mcp_layers.StreamTap.__call__ = _timed("stream tap", _tap_call)
 for index, addon in enumerate(mcp_layers.addons):
     for hook in HOOKS:
-        if hasattr(addon, hook):
+        if callable(getattr(addon, hook, None)):
             setattr(addon, hook, _timed(f"{index}.{hook}", getattr(addon, hook)))
 
 
