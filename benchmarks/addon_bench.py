@@ -56,6 +56,27 @@ CLOCK_SCRIPT = Path(__file__).resolve().parent / "hook_clock.py"
 BASELINES = ("plain", "plain-stream", "noop-addon")
 
 NOOP_ADDON = """\
+import gc
+import json
+import time
+
+from mitmproxy import http
+
+# Garbage collection timed as in hook_clock.py, to compare the process's GC with the addon's.
+_gc = {"start": 0, "ns": {}}
+
+
+def _gc_clock(phase, info):
+    if phase == "start":
+        _gc["start"] = time.thread_time_ns()
+    else:
+        name = f"gc (gen {info.get('generation')}, whole process)"
+        _gc["ns"][name] = _gc["ns"].get(name, 0) + time.thread_time_ns() - _gc["start"]
+
+
+gc.callbacks.append(_gc_clock)
+
+
 def _is_sse(flow):
     ctype = flow.response.headers.get("content-type", "")
     return ctype.split(";", 1)[0].strip().lower() == "text/event-stream"
@@ -63,7 +84,9 @@ def _is_sse(flow):
 
 class Noop:
     def request(self, flow):
-        pass
+        if flow.request.path == "/__hook_clock":
+            body = json.dumps({"ns": _gc["ns"]})
+            flow.response = http.Response.make(200, body, {"content-type": "application/json"})
 
     def responseheaders(self, flow):
         if _is_sse(flow):
@@ -272,7 +295,7 @@ def _hook_clock(port: int) -> dict[str, int]:
 def measure(
     config: str, port: int, workload: str, concurrency: int, total: int, pid: int | None = None
 ) -> Run:
-    clocked = config == "addon-clocked"
+    clocked = config in ("addon-clocked", "noop-addon")
     hooks_before = _hook_clock(port) if clocked else {}
     cpu_before = _cpu_seconds(pid)
     tally, seconds = asyncio.run(_load(port, workload, concurrency, total))
@@ -360,10 +383,19 @@ def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Names
                 if (c, workload, conc) in results
             ]
             out.append(f"{workload:<4} c={conc}: " + "; ".join(spreads))
-    out += ["", "inside the running proxy (addon-clocked): the addon's CPU per request, by hook:"]
+    out += [
+        "",
+        "inside the running proxy (addon-clocked): the addon's CPU per request, by hook; "
+        "GC of the whole process, and the same in noop-addon:",
+    ]
     for workload in args.workloads:
         for conc in args.concurrency:
             runs = [r for r in results[("addon-clocked", workload, conc)] if r.hook_us]
+            noop = [r for r in results[("noop-addon", workload, conc)] if r.hook_us]
+            noop_gc = {
+                n: statistics.median((r.hook_us or {}).get(n, 0.0) for r in noop)
+                for n in sorted({n for r in noop for n in r.hook_us or {}})
+            }
             names = sorted({n for r in runs for n in r.hook_us or {}})
             parts = {
                 n: statistics.median((r.hook_us or {}).get(n, 0.0) for r in runs) for n in names
@@ -372,6 +404,8 @@ def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Names
             out.append(
                 f"{workload:<4} c={conc}: hooks and batches {total:.1f} µs; "
                 + ", ".join(f"{n} {v:.1f}" for n, v in parts.items() if v >= 0.05)
+                + "; noop-addon: "
+                + (", ".join(f"{n} {v:.1f}" for n, v in noop_gc.items() if v >= 0.05) or "-")
             )
     out += ["", "SSE per-event delay (upstream send stamp -> client arrival), p50 / p99:"]
     for conc in args.concurrency if "sse" in args.workloads else []:
