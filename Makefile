@@ -5,7 +5,7 @@ demo:
 	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_demo
 
 test:
-	@py=$$(scripts/bootstrap) && $$py -m ruff check . && $$py -m ruff format --check . && $$py scripts/typecheck.py && $$py -m pytest $(PYTEST_ARGS)
+	@scripts/os-deps && py=$$(scripts/bootstrap) && $$py -m ruff check . && $$py -m ruff format --check . && $$py scripts/typecheck.py && $$py -m pytest $(PYTEST_ARGS)
 
 lint:
 	@py=$$(scripts/bootstrap) && $$py -m ruff check . && $$py -m ruff format --check .

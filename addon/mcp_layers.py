@@ -32,7 +32,6 @@ import os
 import time
 import urllib.parse
 import weakref
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -41,6 +40,7 @@ from typing import Any
 # mitmproxy puts this file's folder on sys.path only while importing it, so the core
 # must be imported here, at the top, not lazily inside a hook.
 from mcp_layers_core import faults, limits, options
+from mcp_layers_core.decode import decoded_body
 from mcp_layers_core.events import (
     WANTED_REQUEST_HEADERS,
     WANTED_RESPONSE_HEADERS,
@@ -53,11 +53,15 @@ from mcp_layers_core.events import (
     ResponseStarted,
     StreamChunk,
     StreamEnded,
+    Tick,
 )
 from mcp_layers_core.flow_comment import comment_of, mark_of
-from mcp_layers_core.jsonl import RecordWriter
+from mcp_layers_core.jsonl import RecordWriter, run_file_name
+from mcp_layers_core.otel_config import parse_headers
+from mcp_layers_core.otel_map import run_of
 from mcp_layers_core.tracker import Settings, Tracker
 from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
+from mcp_layers_otel import LiveExporter
 from mcp_layers_startup import configure_or_refuse, refuse_bad_startup_options
 from mitmproxy import exceptions, hooks, http
 from mitmproxy.addonmanager import Loader
@@ -68,6 +72,9 @@ logger = logging.getLogger(__name__)
 #: flow.metadata key set while a request the fault injector asked about (and so the
 #: recorder already read) waits for the recorder's own `request` hook.
 OBSERVED_KEY = "mcp_layers.observed"
+
+#: Seconds between the recorder's clock ticks (idle sessions, expiries, retention).
+TICK_S = 5.0
 
 #: flow.metadata key: the ids of the records commented on this flow (a saved flow keeps
 #: it, so a flow can be matched with its records).
@@ -140,8 +147,10 @@ class _Chained:
 
     def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
         out = self._before(data)
-        if isinstance(out, bytes | bytearray | memoryview):
+        if isinstance(out, bytes):
             return self.tap(out)
+        if isinstance(out, bytearray | memoryview):
+            return self.tap(bytes(out))
         pieces = list(out)  # mitmproxy sends each piece; the tap looks at each
         for piece in pieces:
             self.tap(piece)
@@ -180,6 +189,8 @@ class Recorder:
         )
         self._outfile = outfile
         self._max_body = limits.MAX_BODY_BYTES
+        #: The OTLP export, when `mcp_otlp_endpoint` is set (docs/otel.md).
+        self.exporter: LiveExporter | None = None
         self._reported: set[str] = set()
         self.errors = 0
         #: MCP flows by id, from their request to their end; then, if their record is
@@ -212,6 +223,7 @@ class Recorder:
         # The script's instance stops the proxy on a bad option at start-up (see
         # mcp_layers_startup); an instance a test builds raises OptionsError.
         self._refuse_at_startup = refuse_at_startup
+        self._ticker: asyncio.Task[None] | None = None
 
     # -- options --------------------------------------------------------------------
 
@@ -251,6 +263,40 @@ class Recorder:
             "(0: never); a record is never split.",
         )
         loader.add_option(
+            "mcp_retain_mb",
+            int,
+            0,
+            "Keep at most this many MiB of this addon's recording files in mcp_record_dir, "
+            "deleting the oldest (0: off). Parts rotate at a tenth of it unless "
+            "mcp_record_max_mb says otherwise.",
+        )
+        loader.add_option(
+            "mcp_retain_days",
+            int,
+            0,
+            "Delete this addon's recording files older than this many days (0: off).",
+        )
+        loader.add_option(
+            "mcp_max_buffered_mb",
+            int,
+            limits.MAX_BUFFERED_BYTES // 1024 // 1024,
+            "All SSE streams together buffer at most this many MiB of unfinished events; "
+            "past it the event that grows is dropped unparsed and noted.",
+        )
+        loader.add_option(
+            "mcp_max_sessions",
+            int,
+            limits.MAX_SESSIONS,
+            "Sessions remembered; past it the least recently seen is forgotten, and its "
+            "session_end (evicted) written.",
+        )
+        loader.add_option(
+            "mcp_session_idle_s",
+            int,
+            int(limits.SESSION_IDLE_S),
+            "A session with no traffic for this many seconds ends (session_end idle); 0: never.",
+        )
+        loader.add_option(
             "mcp_record_bodies",
             bool,
             False,
@@ -270,6 +316,21 @@ class Recorder:
             True,
             "Put each record's verdict on its flow as mitmproxy's flow comment and marker "
             "(shown by mitmweb, kept in saved flows); the traffic is never touched.",
+        )
+        loader.add_option(
+            "mcp_otlp_endpoint",
+            str,
+            "",
+            "Also send every exchange as an OpenTelemetry span (and the MCP metrics) to "
+            "this OTLP/HTTP collector, e.g. http://127.0.0.1:4318, in the background "
+            "(needs `pip install 'mcp-layers[otel]'`; docs/otel.md). Empty: off.",
+        )
+        loader.add_option(
+            "mcp_otlp_headers",
+            str,
+            "",
+            "Headers for the OTLP collector, `name=value,name2=value2` (values "
+            "URL-encoded), e.g. authorization=Bearer%20TOKEN. Never logged.",
         )
         # The recorder loads last: every addon's options exist now, and mitmproxy still
         # holds the `--set` values it has not applied.
@@ -299,7 +360,8 @@ class Recorder:
                 self._awaiting.clear()
         if "mcp_max_body_kb" in updated:
             self._max_body = opts.mcp_max_body_kb * 1024
-        if updated & {"mcp_record_dir", "mcp_record_max_mb"} and self._outfile is None:
+        writer_options = {"mcp_record_dir", "mcp_record_max_mb", "mcp_retain_mb", "mcp_retain_days"}
+        if updated & writer_options and self._outfile is None:
             directory = _writable_dir(opts.mcp_record_dir)
             self.writer.close()
             self.writer = RecordWriter(
@@ -307,7 +369,11 @@ class Recorder:
                 started=self.started,
                 on_error=logger.warning,
                 max_bytes=opts.mcp_record_max_mb * 1024 * 1024 or None,
+                retain_bytes=opts.mcp_retain_mb * 1024 * 1024 or None,
+                retain_days=opts.mcp_retain_days or None,
             )
+        if updated & {"mcp_otlp_endpoint", "mcp_otlp_headers"}:
+            self._configure_export(opts.mcp_otlp_endpoint, opts.mcp_otlp_headers)
         # A fault preset names the scenario unless one is given (the fault addon's option).
         fault_preset = getattr(opts, "mcp_faults", "")
         default_scenario = fault_preset if fault_preset in faults.PRESETS else None
@@ -316,8 +382,33 @@ class Recorder:
             raw_session_ids=opts.mcp_raw_session_ids,
             max_body_bytes=opts.mcp_max_body_kb * 1024,
             max_event_bytes=opts.mcp_max_event_kb * 1024,
+            max_buffered_bytes=opts.mcp_max_buffered_mb * 1024 * 1024,
+            max_sessions=opts.mcp_max_sessions,
+            session_idle_s=float(opts.mcp_session_idle_s),
             record_bodies=opts.mcp_record_bodies,
         )
+
+    def _configure_export(self, endpoint: str, headers: str) -> None:
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
+        if not endpoint.strip():
+            return
+        exporter = LiveExporter(
+            endpoint,
+            parse_headers(headers),
+            run_of(run_file_name(self.started)),
+            warn=logger.warning,
+        )
+        try:
+            exporter.start()  # the only place the OpenTelemetry SDK is imported
+        except ImportError as e:
+            raise exceptions.OptionsError(
+                f"mcp_otlp_endpoint needs the OpenTelemetry SDK ({e.name} is missing); "
+                "install it with pip install 'mcp-layers[otel]'"
+            ) from None
+        self.exporter = exporter
+        logger.info(f"mcp-layers: exporting OTLP to {exporter.endpoint}")
 
     # -- hooks: each notes what the core needs; the core runs after the answer is sent --
 
@@ -410,6 +501,11 @@ class Recorder:
         with self.guard("running"):
             from mitmproxy import ctx
 
+            if self._ticker is None:
+                # No loop: an instance a test drives by hand.
+                with contextlib.suppress(RuntimeError):
+                    self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
             if getattr(ctx.options, "connection_strategy", "lazy") == "eager":
                 logger.warning(
                     "mcp-layers: connection_strategy=eager: if the upstream cannot be reached, "
@@ -434,10 +530,27 @@ class Recorder:
                     "(use --set connection_strategy=lazy)"
                 )
 
+    async def _tick(self) -> None:
+        """Time passes without traffic: idle sessions end, parked requests expire and old
+        recordings go when they should, not only when the next request comes. Runs
+        between hooks on the proxy's loop, so it never interleaves with one; its work
+        per tick is bounded (`limits.MAX_IDLE_ENDS_PER_EVENT`)."""
+        while True:
+            idle_s = self.tracker.settings.session_idle_s
+            # A short idle time (a test's) is checked at a quarter of itself.
+            await asyncio.sleep(min(TICK_S, max(0.25, idle_s / 4)) if idle_s else TICK_S)
+            with self.guard("tick"):
+                self.flush()  # the steps queued before this tick come first
+                self.feed(Tick(time.time()))
+                self.writer.maintain()
+
     def done(self) -> None:
         # `done` comes before the `error` hooks of flows still open; the tracker writes
         # those now, and ignores their errors when they arrive.
         with self.guard("done"):
+            if self._ticker is not None:
+                self._ticker.cancel()
+                self._ticker = None
             self._running = False
             self.flush()  # every queued record is written before the proxy stops
             self._loop = None  # from here on (the error hooks of open flows) at once
@@ -449,6 +562,8 @@ class Recorder:
             if self.writer.lost:
                 logger.warning(f"mcp-layers: {self.writer.lost} records could not be written")
             self.writer.close()
+            if self.exporter is not None:
+                self.exporter.close()
 
     # -- the queue: the core's work, in hook order, after the answers have gone out ----
 
@@ -493,8 +608,9 @@ class Recorder:
         if not ops:
             return
         self._ops = []
-        self._batch = batch = []
-        self._changed = changed = []
+        batch: list[dict[str, Any]] = []
+        changed: list[http.HTTPFlow] = []
+        self._batch, self._changed = batch, changed
         try:
             for op in ops:
                 try:
@@ -506,6 +622,8 @@ class Recorder:
             with self.guard("write"):
                 if batch:
                     self.writer.write(batch)
+                    if self.exporter is not None:
+                        self.exporter.submit(batch)
             if changed:
                 with self.guard("flow comment"):
                     from mitmproxy import ctx
@@ -578,6 +696,8 @@ class Recorder:
                 batch += records
             else:
                 self.writer.write(records)
+                if self.exporter is not None:
+                    self.exporter.submit(records)
             if self.comments:
                 with self.guard("flow comment"):
                     self._comment(records, getattr(event, "flow", None))
@@ -733,20 +853,8 @@ def _pick(fields: _Fields, names: dict[bytes, str]) -> dict[str, str]:
 
 
 def _content(raw: bytes | None, picked: dict[str, str], cap: int) -> bytes | None:
-    """The body, decoded only when it is encoded, and never past `cap` bytes: a small
-    gzip can hold gigabytes of zeros. None when it cannot be read within that (over the
-    cap, corrupt, or an encoding with no bounded decoder at hand: br, zstd)."""
-    encoding = picked.get("content-encoding", "identity").strip().lower()
-    if raw is None or encoding in ("", "identity"):
-        return raw
-    if encoding not in ("gzip", "x-gzip", "deflate"):
-        return None
-    inflater = zlib.decompressobj(wbits=47)  # gzip or zlib framing
-    try:
-        out = inflater.decompress(raw, cap + 1)
-    except zlib.error:
-        return None
-    return None if len(out) > cap or inflater.unconsumed_tail else out
+    """The body as the core reads it (decoded there, never past `cap` bytes)."""
+    return decoded_body(raw, picked.get("content-encoding"), cap)
 
 
 def _is_event_stream(fields: _Fields) -> bool:

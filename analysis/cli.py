@@ -1,6 +1,7 @@
-"""The `mcp-layers` command: a thin layer over the readers (engine) and the jobs.
+"""The `mcp-layers` command: a thin layer over the engines and the figures' queries.
 
-Each command builds a job, runs it over the inputs, and hands `(headers, rows)` to the one
+Each command loads the inputs into an engine's `records` table (DuckDB by default, Spark
+with `--engine spark`), runs its queries, and hands `(headers, rows)` to the one
 renderer. Diagnostics go to stderr, data to stdout; exit statuses are in `exitcodes`.
 """
 
@@ -18,12 +19,12 @@ import click
 
 # Commands import their job modules themselves: `mcp-layers --help` and a small summary
 # should not pay for what they do not use.
-from . import engine, inputs
+from . import inputs
 from .errors import AnalysisError, InputError, NewerRecordVersion
 from .exitcodes import ExitStatus
 from .filters import Filters, frozen, parse_time
-from .limits import PROGRESS_MIN_BYTES
-from .render import OutputFormat, open_writer, render, use_color
+from .load import Engine, Report
+from .render import OutputFormat, render, use_color
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -51,10 +52,12 @@ class Reading:
     paths: tuple[str, ...]
     fmt: OutputFormat
     filters: Filters
-    jobs: int
+    jobs: int | None
     strict: bool
     lenient: bool
     progress: bool
+    engine: str = "duckdb"
+    spark_master: str | None = None
 
 
 def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -104,7 +107,22 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--jobs",
             type=click.IntRange(min=1),
             default=None,
-            help="Worker processes [default: the cores available].",
+            help="Threads the engine uses [default: the cores available].",
+        ),
+        click.option(
+            "--engine",
+            type=click.Choice(["duckdb", "spark"]),
+            default="duckdb",
+            show_default=True,
+            help="Run the queries on embedded DuckDB, or on Apache Spark "
+            "(pip install mcp-layers[spark]).",
+        ),
+        click.option(
+            "--spark-master",
+            metavar="URL",
+            default=None,
+            help="Spark master (local[*], spark://…) or Spark Connect (sc://…) "
+            "[default: $SPARK_REMOTE, $MASTER, else local[*]].",
         ),
         click.option(
             "--strict",
@@ -136,10 +154,12 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 since=kwargs.pop("since"),
                 until=kwargs.pop("until"),
             ),
-            jobs=kwargs.pop("jobs") or engine.default_jobs(),
+            jobs=kwargs.pop("jobs"),
             strict=kwargs.pop("strict"),
             lenient=kwargs.pop("lenient"),
             progress=kwargs.pop("progress"),
+            engine=kwargs.pop("engine"),
+            spark_master=kwargs.pop("spark_master"),
         )
         return fn(reading=reading, **kwargs)
 
@@ -181,47 +201,63 @@ top_option = click.option(
 # --------------------------------------------------------------------- reading
 
 
-def read(reading: Reading, job: engine.Job) -> engine.Report:
-    """Run `job` over the inputs; diagnostics go to stderr. Raises UsageFailure."""
+@contextlib.contextmanager
+def loaded(
+    reading: Reading, columns: tuple[str, ...] | None = None
+) -> Iterator[tuple[Engine, Report]]:
+    """An engine with the inputs in its `records` table, and what reading found.
+
+    Diagnostics go to stderr. Raises UsageFailure.
+    """
     try:
         sources = inputs.expand(reading.paths)
     except InputError as exc:
         raise UsageFailure(str(exc)) from None
     if any(s.path is None for s in sources) and inputs.stdin_is_terminal():
         raise UsageFailure("'-' reads records from stdin, but nothing is piped in")
-    total = inputs.total_size(sources)
-    bar_length = (
-        total
-        if reading.progress
-        and total is not None
-        and total >= PROGRESS_MIN_BYTES
-        and _is_terminal(sys.stderr)
-        else None
-    )
-    with contextlib.ExitStack() as stack:
-        advance = None
-        if bar_length is not None:
-            bar = click.progressbar(length=bar_length, label="reading", file=sys.stderr)
-            advance = stack.enter_context(bar).update
+    engine = open_engine(reading)
+    try:
         try:
-            report = engine.run(job, sources, jobs=reading.jobs, warn=_warn, progress=advance)
+            report = engine.load(sources, columns, _warn)
         except NewerRecordVersion as exc:
             raise LocatedFailure(str(exc)) from None
         except AnalysisError as exc:
             raise UsageFailure(str(exc)) from None
-    for message in report.messages:
-        _warn(message)
-    if report.bad_lines:
-        noun = "line" if report.bad_lines == 1 else "lines"
-        _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)")
-        if reading.strict:
-            raise UsageFailure("bad lines in the input (--strict)")
-        if report.bad_lines > report.records and not reading.lenient:
-            raise UsageFailure(
-                f"most lines of the input are not records ({report.bad_lines} bad, "
-                f"{report.records} read): is it a recording? (--lenient reads it anyway)"
+        for message in report.messages:
+            _warn(message)
+        if report.bad_lines:
+            noun = "line" if report.bad_lines == 1 else "lines"
+            _warn(
+                f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)"
             )
-    return report
+            if reading.strict:
+                raise UsageFailure("bad lines in the input (--strict)")
+            if report.bad_lines > report.records and not reading.lenient:
+                raise UsageFailure(
+                    f"most lines of the input are not records ({report.bad_lines} bad, "
+                    f"{report.records} read): is it a recording? (--lenient reads it anyway)"
+                )
+        try:
+            yield engine, report
+        except AnalysisError as exc:
+            raise UsageFailure(str(exc)) from None
+    finally:
+        engine.close()
+
+
+def open_engine(reading: Reading) -> Engine:
+    if reading.engine == "spark":
+        from .spark import SparkEngine
+
+        try:
+            return SparkEngine(master=reading.spark_master)
+        except ImportError:
+            raise UsageFailure(
+                "--engine spark needs pyspark: pip install 'mcp-layers[spark]'"
+            ) from None
+    from .duck import DuckEngine
+
+    return DuckEngine(threads=reading.jobs)
 
 
 def _warn(message: str) -> None:
@@ -235,7 +271,7 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def nothing_matched(reading: Reading, report: engine.Report, what: str = "record") -> NoReturn:
+def nothing_matched(reading: Reading, report: Report, what: str = "record") -> NoReturn:
     if report.records == 0:
         _warn("mcp-layers: no records in the input")
     elif reading.filters.active:
@@ -297,14 +333,13 @@ def summary(reading: Reading, by: tuple[str, ...], top: int) -> None:
         mcp-layers summary rec.jsonl --client peer-py-client --format json
     """
     from . import summary as summary_mod
+    from .queries import SUMMARY_COLUMNS
 
-    job = summary_mod.SummaryJob(by, reading.filters)
-    report = read(reading, job)
-    rolled = job.rolled
-    if not rolled:
-        write(reading, summary_mod.headers(by), [])
+    with loaded(reading, SUMMARY_COLUMNS) as (engine, report):
+        rows = summary_mod.rows(engine, by, reading.filters, top=top)
+    write(reading, summary_mod.headers(by), rows)
+    if not rows:
         nothing_matched(reading, report, "request")
-    write(reading, summary_mod.headers(by), summary_mod.rows(rolled, top=top))
 
 
 @cli.command(short_help="What each client retried, how, and whether it made sense.")
@@ -323,10 +358,10 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
         mcp-layers retries rec.jsonl --format csv > retries.csv
     """
     from . import retries as retries_mod
+    from .queries import RETRY_COLUMNS
 
-    job = retries_mod.RetriesJob(by, reading.filters)
-    report = read(reading, job)
-    figs = retries_mod.all_figures(job)
+    with loaded(reading, RETRY_COLUMNS) as (engine, report):
+        figs = retries_mod.all_figures(engine, by, reading.filters)
     figs = {g: f for g, f in figs.items() if f[0].value}
     if not figs:
         write(reading, retries_mod.headers(by), [])
@@ -351,10 +386,11 @@ def compare(reading: Reading, by: tuple[str, ...], top: int) -> None:
         mcp-layers compare recordings/ --by client --by scenario --format markdown
     """
     from . import compare as compare_mod
+    from .queries import RETRY_COLUMNS, SUMMARY_COLUMNS
 
-    job = compare_mod.CompareJob(by, reading.filters)
-    report = read(reading, job)
-    headers, rows = compare_mod.table(job, top=top)
+    columns = tuple(dict.fromkeys((*SUMMARY_COLUMNS, *RETRY_COLUMNS)))
+    with loaded(reading, columns) as (engine, report):
+        headers, rows = compare_mod.table(engine, by, reading.filters, top=top)
     if len(headers) == 1:
         write(reading, headers, [])
         nothing_matched(reading, report, "request")
@@ -376,14 +412,10 @@ def sessions(reading: Reading) -> None:
     """
     from . import sessions as sessions_mod
 
-    out = sys.stdout
-    color = reading.fmt is OutputFormat.TABLE and use_color(out)
-    with reader_may_leave():
-        writer = open_writer(sessions_mod.SESSION_HEADERS, reading.fmt, out, color=color)
-        job = sessions_mod.SessionsJob(reading.filters, writer.write)
-        report = read(reading, job)
-        writer.close()
-    if not writer.rows:
+    with loaded(reading) as (engine, report):
+        rows = sessions_mod.session_rows(engine, reading.filters)
+    write(reading, sessions_mod.SESSION_HEADERS, rows)
+    if not rows:
         nothing_matched(reading, report, "session")
 
 
@@ -409,9 +441,9 @@ def show(reading: Reading, session: str) -> None:
     """
     from . import sessions as sessions_mod
 
-    job = sessions_mod.ShowJob(session, reading.filters, _warn)
-    report = read(reading, job)
-    if not job.entries:
+    with loaded(reading) as (engine, report):
+        rows = sessions_mod.show_rows(engine, session, reading.filters, _warn)
+    if not rows:
         write(reading, sessions_mod.SHOW_HEADERS, [])
         if report.records:
             _warn(
@@ -420,7 +452,139 @@ def show(reading: Reading, session: str) -> None:
             )
             raise SystemExit(ExitStatus.NOTHING_MATCHED)
         nothing_matched(reading, report)
-    write(reading, sessions_mod.SHOW_HEADERS, job.rows())
+    write(reading, sessions_mod.SHOW_HEADERS, rows)
+
+
+@cli.command(short_help="Print the figures' SQL (and the table's DDL) for a warehouse.")
+@click.option(
+    "--dialect",
+    type=click.Choice(["duckdb", "spark", "clickhouse", "bigquery", "trino"]),
+    default="duckdb",
+    show_default=True,
+    help="SQL dialect (translated by sqlglot).",
+)
+@click.argument(
+    "figure",
+    required=False,
+    type=click.Choice(["summary", "retries", "compare", "sessions", "show"]),
+)
+def sql(dialect: str, figure: str | None) -> None:
+    """Print the queries every figure is (default options), with the records table's DDL,
+    to run them where a fleet's records already live.
+
+    `_src` is the input a record came from and `_seq` its place in the input (`export
+    --parquet` writes both); retries and sessions follow links in that order.
+
+    \b
+    Example:
+        mcp-layers sql --dialect bigquery retries
+    """
+    from .queries import figure_queries, translate
+    from .table import ddl
+
+    with reader_may_leave():
+        click.echo(f"-- the records table\n{ddl(dialect)};\n")
+        for name, queries in figure_queries().items():
+            if figure is not None and name != figure:
+                continue
+            for title, text in queries:
+                click.echo(f"-- {title}\n{translate(text, dialect)};\n")
+
+
+@cli.command(short_help="Run your own SQL over the records table.")
+@click.argument("statement", metavar="SQL")
+@reading_options
+def query(reading: Reading, statement: str) -> None:
+    """Run SQL (DuckDB's dialect) over the `records` table of the inputs; the columns are
+    the record's fields (docs/record-format.md) plus `_src` and `_seq`.
+
+    \b
+    Example:
+        mcp-layers query "SELECT client, count(*) AS n FROM records GROUP BY 1" rec.jsonl
+    """
+    with loaded(reading) as (engine, report):
+        headers, rows = engine.table(statement)
+    write(reading, headers, [[_cell(v) for v in row] for row in rows])
+    if not rows:
+        nothing_matched(reading, report, "row")
+
+
+def _cell(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+@cli.command(short_help="Write the records as Parquet, or as OpenTelemetry spans.")
+@click.option(
+    "--parquet",
+    "directory",
+    default=None,
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Typed Parquet under DIR, partitioned by day (day=YYYY-MM-DD/…parquet inside).",
+)
+@click.option(
+    "--otlp-json",
+    "otlp_json",
+    default=None,
+    metavar="OUT",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+    help="OTLP/JSON lines (one ExportTraceServiceRequest a line) for the Collector's "
+    "otlpjsonfile receiver; `-` for stdout. Needs pip install 'mcp-layers[otel]'.",
+)
+@reading_options
+def export(reading: Reading, directory: str | None, otlp_json: str | None) -> None:
+    """Write the records in a form other tools read: typed Parquet (the record's columns,
+    `_src`, `_seq`, partitioned by day) for DuckDB, Spark and the warehouses, or every
+    exchange as an OpenTelemetry span by the MCP semantic conventions (the same spans the
+    addon sends live; docs/otel.md). Give one of the two.
+
+    \b
+    Example:
+        mcp-layers export --parquet fleet/ recordings/
+        mcp-layers export --otlp-json traces.jsonl recordings/
+    """
+    if (directory is None) == (otlp_json is None):
+        raise UsageFailure("export needs one of --parquet DIR or --otlp-json OUT")
+    if directory is not None:
+        _export_parquet(reading, directory)
+    else:
+        assert otlp_json is not None
+        _export_otlp_json(otlp_json, reading.paths)
+
+
+def _export_parquet(reading: Reading, directory: str) -> None:
+    with loaded(reading) as (engine, report):
+        engine.export_parquet(directory)
+    _warn(f"mcp-layers: {report.records} records written to {directory}")
+    if not report.records:
+        raise SystemExit(ExitStatus.NOTHING_MATCHED)
+
+
+def _export_otlp_json(otlp_json: str, paths: tuple[str, ...]) -> None:
+    try:
+        from . import otel_export
+    except ImportError as exc:
+        raise UsageFailure(
+            f"export --otlp-json needs the OpenTelemetry SDK ({exc.name} is missing); "
+            "install it with pip install 'mcp-layers[otel]'"
+        ) from None
+    try:
+        with click.open_file(otlp_json, "w", encoding="utf-8", lazy=False) as out:
+            report = otel_export.export_otlp_json(list(paths), out, warn=_warn)
+    except NewerRecordVersion as exc:
+        raise LocatedFailure(str(exc)) from None
+    except AnalysisError as exc:
+        raise UsageFailure(str(exc)) from None
+    except OSError as exc:
+        raise UsageFailure(f"{otlp_json}: {exc.strerror or exc}") from None
+    if report.bad_lines:
+        _warn(f"mcp-layers: {report.bad_lines} bad lines skipped ({report.records} records read)")
+    if not report.records:
+        _warn("mcp-layers: no records in the input")
+        raise SystemExit(ExitStatus.NOTHING_MATCHED)
+    _warn(f"mcp-layers: {report.spans} spans from {report.records} records in {report.lines} lines")
 
 
 @cli.command(short_help="Print the path of the addon script, for mitmdump -s.")

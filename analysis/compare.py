@@ -13,56 +13,69 @@ Retry figures count every call, injected or not: a fault rule is there to test r
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .filters import Filters
-from .inputs import Task
+from .load import Engine
 from .render import Cell, Millis, Ratio
-from .retries import Figure, RetriesJob, all_figures
+from .retries import Figure, all_figures
 from .schema import layer_rank, outcome_rank
-from .summary import INJECTED, ORGANIC, PROBE, Breakdown, SummaryJob, Tally, label
+from .summary import INJECTED, ORGANIC, PROBE, label, millis, tallies
 
 TOP_FIGURE: Final = "figure"
 
+#: Breakdowns whose keys are numbers (the query gives every key as text).
+NUMERIC_KEYS: Final = ("jsonrpc_error", "http_status")
 
-class CompareJob:
-    """`summary` and `retries` folded from one reading of the input."""
 
-    def __init__(self, by: Sequence[str], filters: Filters) -> None:
-        self.by = tuple(by)
-        self.summary = SummaryJob(by, filters)
-        self.retries = RetriesJob(by, filters)
-        self.fields = tuple(dict.fromkeys((*self.summary.fields, *self.retries.fields)))
+@dataclass(slots=True)
+class Tally:
+    """Calls, failed calls and latency percentiles (as buckets) of one summary row."""
 
-    def new_state(self) -> tuple[Any, Any]:
-        return self.summary.new_state(), self.retries.new_state()
+    calls: int = 0
+    failed: int = 0
+    pcts: tuple[int | None, ...] = (None, None, None)
 
-    def feed(self, state: tuple[Any, Any], records: list[Any], task: Task) -> None:
-        self.summary.feed(state[0], records, task)
-        self.retries.feed(state[1], records, task)
 
-    def end_task(self, state: tuple[Any, Any], task: Task) -> Any:
-        return self.retries.end_task(state[1], task)
+@dataclass(slots=True)
+class Breakdown:
+    """One group and origin: its total and a tally per breakdown and key."""
 
-    def end_worker(self, state: tuple[Any, Any]) -> tuple[Any, Any]:
-        return self.summary.end_worker(state[0]), self.retries.end_worker(state[1])
+    total: Tally = field(default_factory=Tally)
+    parts: dict[str, dict[Any, Tally]] = field(
+        default_factory=lambda: {
+            b: {} for b in ("layer", "outcome", "method", "tool", *NUMERIC_KEYS, "rule")
+        }
+    )
 
-    def consume(self, part: Any, task: Task) -> None:
-        self.retries.consume(part, task)
 
-    def merge(self, result: tuple[Any, Any]) -> None:
-        self.summary.merge(result[0])
-        self.retries.merge(result[1])
+def rolled_up(engine: Engine, by: Sequence[str], filters: Filters) -> dict[Any, Breakdown]:
+    """(group tuple, origin) -> breakdown, from the summary query (every key, no top)."""
+    dims = len(by)
+    out: dict[Any, Breakdown] = {}
+    for row in tallies(engine, by, filters, None):
+        group, rest = tuple(row[:dims]), row[dims:]
+        origin, breakdown, key, calls, _, failed, _, *pcts = rest
+        bd = out.setdefault((group, origin), Breakdown())
+        t = Tally(int(calls), int(failed), tuple(pcts))
+        if breakdown == "all":
+            bd.total = t
+        else:
+            bd.parts[breakdown][int(key) if breakdown in NUMERIC_KEYS else key] = t
+    return out
 
 
 def group_label(group: tuple[Any, ...]) -> str:
     return " / ".join(label(g) for g in group)
 
 
-def table(job: CompareJob, *, top: int) -> tuple[list[str], list[list[Cell]]]:
+def table(
+    engine: Engine, by: Sequence[str], filters: Filters, *, top: int
+) -> tuple[list[str], list[list[Cell]]]:
     """Headers (`figure`, then one per group) and rows."""
-    rolled = job.summary.rolled
-    retry_figs = all_figures(job.retries, same_rows=True)
+    rolled = rolled_up(engine, by, filters)
+    retry_figs = all_figures(engine, by, filters, same_rows=True)
     groups = sorted(
         {g for g, _ in rolled} | set(retry_figs), key=lambda g: tuple(label(x) for x in g)
     )
@@ -180,7 +193,7 @@ def _summary_figures(
 ) -> Iterator[tuple[str, Cell]]:
     bd = organic if organic is not None else Breakdown()
     total = bd.total.calls
-    pct = bd.total.percentiles()
+    pct = bd.total.pcts
 
     def rate(t: Tally | None) -> Cell:
         return Ratio(t.failed / t.calls) if t is not None and t.calls else None
@@ -195,8 +208,7 @@ def _summary_figures(
         elif what == "failure_rate":
             value = rate(bd.total)
         elif what == "p":
-            v = pct[key]
-            value = None if v is None else Millis(round(v, 3))
+            value = millis(pct[key])
         elif what == "layer_failed":
             t = bd.parts["layer"].get(key)
             value = share(t.failed if t else 0)

@@ -1,12 +1,11 @@
-"""Where records come from: PATH arguments to sources, and sources to tasks of whole lines.
+"""Where records come from: PATH arguments to sources, and a source's blocks of whole lines.
 
 A PATH is a file, a directory (its `*.jsonl` and `*.jsonl.gz`, recursively, in name order),
 a glob (for shells that did not expand it), or `-` for stdin. Compression is recognised by
 its magic bytes, not the name.
 
-A regular file is split into byte ranges that start and end at line boundaries; a worker
-reads its range itself, so file contents never pass between processes. A gzip file or stdin
-cannot be split, so the main process reads it and hands out blocks of whole lines.
+Engines read files themselves; the blocks here are for the bad-line report, which reads
+an input line by line only when an engine's counts say it holds lines that are not records.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import glob
 import gzip
 import io
-import itertools
 import os
 import re
 import sys
@@ -26,7 +24,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from .errors import InputError
-from .limits import BLOCK_BYTES, RANGE_BYTES
+from .limits import BLOCK_BYTES
 
 GZIP_MAGIC = b"\x1f\x8b"
 STDIN = "-"
@@ -44,22 +42,6 @@ class Source:
     @property
     def splittable(self) -> bool:
         return self.path is not None and not self.compressed
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    """Lines for one worker: a byte range of a file, or a block of a stream.
-
-    `offset` is where the task's first line starts in its (uncompressed) source, so a bad
-    line's number can be worked out later; `final` says it ends the source.
-    """
-
-    number: int
-    source: int
-    offset: int
-    end: int
-    data: bytes | None
-    final: bool
 
 
 def expand(paths: Sequence[str]) -> list[Source]:
@@ -143,81 +125,6 @@ def total_size(sources: Sequence[Source]) -> int | None:
     if any(n is None for n in sizes):
         return None
     return sum(n for n in sizes if n is not None)
-
-
-def range_tasks(
-    source: Source, index: int, first_number: int, range_bytes: int = RANGE_BYTES
-) -> list[Task]:
-    """Split a regular file into ranges of about `range_bytes` at line boundaries."""
-    assert source.path is not None and source.size is not None
-    size = source.size
-    cuts = [0]
-    with open(source.path, "rb") as f:
-        at = range_bytes
-        while at < size:
-            f.seek(at)
-            cut = at
-            while True:  # the next line boundary at or after `at`
-                chunk = f.read(64 * 1024)
-                if not chunk:
-                    cut = size
-                    break
-                nl = chunk.find(b"\n")
-                if nl >= 0:
-                    cut += nl + 1
-                    break
-                cut += len(chunk)
-            if cut >= size:
-                break
-            cuts.append(cut)
-            at = cut + range_bytes
-    cuts.append(size)
-    return [
-        Task(first_number + i, index, start, end, None, end == size)
-        for i, (start, end) in enumerate(itertools.pairwise(cuts))
-        if end > start or size == 0
-    ]
-
-
-def read_range(
-    path: str, start: int, end: int, block_bytes: int = BLOCK_BYTES
-) -> Iterator[tuple[int, memoryview]]:
-    """Blocks of whole lines from a file range, with the offset each starts at.
-
-    The blocks are views into one buffer that is reused: use each before asking for the
-    next. Reading into it (rather than slicing and joining bytes) saves two copies of
-    every block.
-    """
-    buf = bytearray(block_bytes)
-    view = memoryview(buf)
-    kept = 0  # bytes at the front of buf: a line the last block did not finish
-    pos = start
-    with open(path, "rb") as f:
-        f.seek(start)
-        while pos < end:
-            if kept == len(buf):  # one line longer than the buffer: a bigger one
-                bigger = bytearray(2 * len(buf))
-                bigger[:kept] = buf  # (views of the old one may live on; it cannot grow)
-                buf, view = bigger, memoryview(bigger)
-            want = min(len(buf) - kept, end - pos)
-            got = f.readinto(view[kept : kept + want])
-            if not got:
-                break  # the file shrank under us; read what was there
-            pos += got
-            filled = kept + got
-            if pos >= end:
-                yield pos - filled, view[:filled]
-                kept = 0
-                break
-            cut = buf.rfind(b"\n", 0, filled) + 1
-            if cut == 0:
-                kept = filled
-                continue
-            yield pos - filled, view[:cut]
-            kept = filled - cut
-            buf[:kept] = buf[cut:filled]
-        if kept:
-            yield pos - kept, view[:kept]
 
 
 class TruncatedStream(Exception):
@@ -342,27 +249,6 @@ def _chunks(stream: ByteStream, size: int = 64 * 1024) -> Iterator[bytes]:
         if not chunk:
             return
         yield chunk
-
-
-def count_lines(source: Source, end: int, *, start: int = 0) -> int:
-    """Newlines in the source from byte `start` to `end` (of the uncompressed stream).
-
-    A compressed source is read from its beginning whatever `start` says.
-    """
-    if source.path is None:
-        raise ValueError("stdin cannot be read again")
-    n = 0
-    with gzip.open(source.path, "rb") if source.compressed else open(source.path, "rb") as f:
-        if start and not source.compressed:
-            f.seek(start)
-        left = end - (0 if source.compressed else start)
-        while left > 0:
-            chunk = f.read(min(left, 16 * 1024 * 1024))
-            if not chunk:
-                break
-            n += chunk.count(b"\n")
-            left -= len(chunk)
-    return n
 
 
 def stdin_is_terminal() -> bool:

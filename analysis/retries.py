@@ -14,62 +14,25 @@ Definitions (see docs/cli.md):
   continuation chain (further input-required turns, retries of a turn) completed when it
   ended in SUCCESS or TOOL_SUCCESS.
 
-Most figures are sums each worker keeps. The rest follow links between records: workers
-pass the few records that can link (failed, input-required, retries, continuations, 404s,
-re-initialisations) as small tuples, and the main process follows the links in input order
-with bounded state (`limits.MAX_LINK_CANDIDATES`, `limits.MAX_ENDED_SESSIONS`).
+The figures are queries (`queries.retry_*`): sums over the matched request records, and
+figures that follow `retryOf`, `continues` and `previousSession` links in input order
+(window functions, self-joins and, for continuation chains, a recursive CTE). This module
+gathers them per group and formats them.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import histogram
+from . import queries
 from .filters import Filters
-from .histogram import Histogram
-from .inputs import Task
-from .limits import MAX_ENDED_SESSIONS, MAX_LINK_CANDIDATES
+from .histogram import value_of
+from .load import Engine
 from .render import Cell, Millis, Ratio
-from .schema import (
-    COMPLETED,
-    HTTP_NOT_FOUND,
-    INITIALIZE,
-    INPUT_REQUIRED,
-    INVALID_PARAMS,
-    JSONRPC_ERROR,
-    NOT_FAILED,
-    NOT_FOUND,
-    REQUEST,
-    RETRY_ORIGINS,
-    SESSION_END,
-    outcome_rank,
-)
-from .summary import DIMENSIONS, as_tuple, group_getter, group_sort_key, is_probe, label
-
-FIELDS: Final = (
-    "id",
-    "kind",
-    "session",
-    "client",
-    "method",
-    "httpStatuses",
-    "jsonrpc",
-    "outcome",
-    "attempt",
-    "retryOf",
-    "retryOrigin",
-    "retryDelayMs",
-    "retryAfterMs",
-    "retryAfterHonored",
-    "unsafeRetry",
-    "continues",
-    "previousSession",
-    "negotiation",
-    "endReason",
-)
+from .schema import RETRY_ORIGINS, outcome_rank
+from .summary import label
 
 HEADERS_TAIL: Final = ("figure", "value", "of", "share")
 
@@ -84,28 +47,14 @@ class Counts:
     retries: int = 0
     second_attempts: int = 0
     max_attempt: int = 0
-    delays: Histogram = field(default_factory=dict)
+    delay_p50: float | None = None
+    delay_p95: float | None = None
     origins: dict[str, int] = field(default_factory=dict)
     retry_after: int = 0
     honoured: int = 0
     not_honoured: int = 0
     unsafe: int = 0
     input_required: int = 0
-
-    def add(self, other: Counts) -> None:
-        self.requests += other.requests
-        _add_counts(self.failed, other.failed)
-        self.logical += other.logical
-        self.retries += other.retries
-        self.second_attempts += other.second_attempts
-        self.max_attempt = max(self.max_attempt, other.max_attempt)
-        histogram.merge_into(self.delays, other.delays)
-        _add_counts(self.origins, other.origins)
-        self.retry_after += other.retry_after
-        self.honoured += other.honoured
-        self.not_honoured += other.not_honoured
-        self.unsafe += other.unsafe
-        self.input_required += other.input_required
 
 
 @dataclass(slots=True)
@@ -118,242 +67,6 @@ class Links:
     reinitialised: int = 0
     continued: int = 0
     completed: int = 0
-
-
-def _add_counts(into: dict[Any, int], other: dict[Any, int]) -> None:
-    for k, n in other.items():
-        into[k] = into.get(k, 0) + n
-
-
-# A link event: (segment, id, group, matched, outcome, errorCode, retryOf, continues,
-# session, previousSession, ended_by_404).
-#
-# Segments tell proxy runs apart, since ids restart at 1 in each run. Ids are handed out
-# as requests arrive but records are written as exchanges end, so ids are not in order
-# in a file; what marks a new run is id 1 coming round again. A run's rotated parts
-# (`mcp-…-002.jsonl`) carry on its ids, so segments carry on across inputs. A task
-# numbers its segments locally: segment k starts at the task's k-th record with id 1.
-Event = tuple[int, Any, Any, bool, Any, Any, Any, Any, Any, Any, bool]
-
-FIRST_ID: Final = 1
-
-
-@dataclass(slots=True)
-class _WorkerState:
-    counts: dict[Any, Counts]
-    events: list[Event] = field(default_factory=list)
-    segment: int = 0  # records with id 1 seen in this task so far
-
-
-@dataclass(frozen=True, slots=True)
-class TaskPart:
-    events: list[Event]
-    ones: int  # records with id 1 in the task
-
-
-class RetriesJob:
-    """The engine job for `retries` (and the retries half of `compare`)."""
-
-    def __init__(self, by: Sequence[str], filters: Filters) -> None:
-        self.by = tuple(by)
-        self.filters = filters
-        wanted = (*FIELDS, *(DIMENSIONS[d] for d in self.by), *filters.fields())
-        self.fields = tuple(dict.fromkeys(wanted))
-        self.counts: dict[Any, Counts] = {}
-        self.linker = Linker()
-
-    # worker side
-    def new_state(self) -> _WorkerState:
-        self._group = group_getter(self.by)
-        self._keep = self.filters.predicate()
-        return _WorkerState(defaultdict(Counts))
-
-    def feed(self, state: _WorkerState, records: list[Any], task: Task) -> None:
-        group_of = self._group
-        keep = self._keep
-        counts = state.counts
-        events = state.events
-        for r in records:
-            rid = r.id
-            if rid == FIRST_ID:
-                state.segment += 1
-            kind = r.kind
-            matched = keep is None or keep(r)
-            group = group_of(r)
-            if kind == REQUEST:
-                outcome = r.outcome
-                # A negotiation probe's refusal is how negotiation works: never a failure.
-                failed = outcome not in NOT_FAILED and not is_probe(r)
-                if matched:
-                    _count(counts[group], r, outcome, failed)
-                st = r.httpStatuses
-                ended = bool(st) and st[-1] == HTTP_NOT_FOUND
-                previous = r.previousSession if r.method == INITIALIZE else None
-                if (
-                    failed
-                    or outcome == INPUT_REQUIRED
-                    or ended
-                    or r.retryOf is not None
-                    or r.continues is not None
-                    or previous is not None
-                ):
-                    j = r.jsonrpc
-                    events.append(
-                        (
-                            state.segment,
-                            rid,
-                            group,
-                            matched,
-                            outcome,
-                            None if j is None else j.errorCode,
-                            r.retryOf,
-                            r.continues,
-                            r.session,
-                            previous,
-                            ended,
-                        )
-                    )
-            elif kind == SESSION_END and r.endReason == NOT_FOUND:
-                events.append(
-                    (
-                        state.segment,
-                        rid,
-                        group,
-                        matched,
-                        None,
-                        None,
-                        None,
-                        None,
-                        r.session,
-                        None,
-                        True,
-                    )
-                )
-
-    def end_task(self, state: _WorkerState, task: Task) -> TaskPart:
-        part = TaskPart(state.events, state.segment)
-        state.events = []
-        state.segment = 0
-        return part
-
-    def end_worker(self, state: _WorkerState) -> dict[Any, Counts]:
-        return dict(state.counts)
-
-    # main side
-    def consume(self, part: TaskPart, task: Task) -> None:
-        self.linker.take(part)
-
-    def merge(self, result: dict[Any, Counts]) -> None:
-        for group, c in result.items():
-            mine = self.counts.get(group)
-            if mine is None:
-                self.counts[group] = c
-            else:
-                mine.add(c)
-
-
-def _count(c: Counts, r: Any, outcome: str | None, failed: bool) -> None:
-    c.requests += 1
-    if failed:
-        c.failed[outcome] = c.failed.get(outcome, 0) + 1
-    elif outcome == INPUT_REQUIRED:
-        c.input_required += 1
-    if r.retryOf is None:
-        c.logical += 1
-    else:
-        c.retries += 1
-        origin = r.retryOrigin or "(none)"
-        c.origins[origin] = c.origins.get(origin, 0) + 1
-        if r.retryDelayMs is not None:
-            histogram.add(c.delays, r.retryDelayMs)
-        if r.unsafeRetry:
-            c.unsafe += 1
-    attempt = r.attempt
-    if attempt is not None:
-        if attempt == 2:
-            c.second_attempts += 1
-        if attempt > c.max_attempt:
-            c.max_attempt = attempt
-    if r.retryAfterMs is not None:
-        c.retry_after += 1
-    honoured = r.retryAfterHonored
-    if honoured is True:
-        c.honoured += 1
-    elif honoured is False:
-        c.not_honoured += 1
-
-
-class Linker:
-    """Follows retryOf, continues and previousSession links, in input order, bounded."""
-
-    def __init__(
-        self, max_candidates: int = MAX_LINK_CANDIDATES, max_sessions: int = MAX_ENDED_SESSIONS
-    ) -> None:
-        self.links: dict[Any, Links] = defaultdict(Links)
-        # (segment, id) -> [group, matched, outcome, errorCode, chain]; a chain is
-        # [group, continued records not yet completed] shared by a continuation's turns.
-        self.candidates: dict[tuple[int, int], list[Any]] = {}
-        self.max_candidates = max_candidates
-        # session -> [group, matched, re-initialised]
-        self.ended: dict[str, list[Any]] = {}
-        self.max_sessions = max_sessions
-        self.segment = 0  # the run being read
-        self.seen_first = False  # whether its id 1 has been seen
-
-    def take(self, part: TaskPart) -> None:
-        # The task's local segment k begins at its k-th id 1: a new run if this run has
-        # had its id 1 already, else just the moment this run's id 1 turns up.
-        segments = [self.segment]
-        for _ in range(part.ones):
-            if self.seen_first:
-                self.segment += 1
-            self.seen_first = True
-            segments.append(self.segment)
-        for ev in part.events:
-            self._event(segments[ev[0]], ev)
-
-    def _event(self, seg: int, ev: Event) -> None:
-        (_, rid, group, matched, outcome, code, retry_of, continues, session, previous, ended) = ev
-        cands = self.candidates
-        chain = None
-        if retry_of is not None:
-            prev = cands.pop((seg, retry_of), None)
-            if prev is not None:
-                pgroup, pmatched, poutcome, pcode, chain = prev
-                if pmatched and poutcome not in NOT_FAILED:
-                    retried = self.links[pgroup].retried
-                    retried[poutcome] = retried.get(poutcome, 0) + 1
-                if matched and poutcome == JSONRPC_ERROR and pcode == INVALID_PARAMS:
-                    self.links[group].futile += 1
-        if continues is not None:
-            prev = cands.pop((seg, continues), None)
-            if prev is not None and prev[2] == INPUT_REQUIRED:
-                pgroup, pmatched, _, _, pchain = prev
-                chain = pchain if pchain is not None else [pgroup, 0]
-                if pmatched:
-                    self.links[pgroup].continued += 1
-                    chain[1] += 1
-        if outcome is not None:
-            if outcome in COMPLETED:
-                if chain is not None and chain[1]:
-                    self.links[chain[0]].completed += chain[1]
-                    chain[1] = 0
-            elif rid is not None:  # failed or input-required: a later record may name it
-                cands[(seg, rid)] = [group, matched, outcome, code, chain]
-                if len(cands) > self.max_candidates:
-                    del cands[next(iter(cands))]  # the oldest
-        if ended and session is not None and session not in self.ended:
-            self.ended[session] = [group, matched, False]
-            if matched:
-                self.links[group].ended_404 += 1
-            if len(self.ended) > self.max_sessions:
-                del self.ended[next(iter(self.ended))]
-        if previous is not None:
-            e = self.ended.get(previous)
-            if e is not None and not e[2]:
-                e[2] = True
-                if e[1]:
-                    self.links[e[0]].reinitialised += 1
 
 
 # --------------------------------------------------------------------- figures
@@ -383,7 +96,7 @@ def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = Non
     """
     failed = sum(c.failed.values())
     retried = sum(links.retried.values())
-    p50, p95 = histogram.quantiles(c.delays, (0.50, 0.95))
+    p50, p95 = c.delay_p50, c.delay_p95
     out = [
         Figure("calls", c.requests),
         Figure("failed calls", failed, c.requests),
@@ -431,18 +144,61 @@ def figures(c: Counts, links: Links, outcomes: Iterable[str | None] | None = Non
     return out
 
 
-def all_figures(job: RetriesJob, *, same_rows: bool = False) -> dict[tuple[Any, ...], list[Figure]]:
-    """Group tuple -> figures, for every group with records.
+def all_figures(
+    engine: Engine, by: Sequence[str], filters: Filters, *, same_rows: bool = False
+) -> dict[tuple[Any, ...], list[Figure]]:
+    """Group tuple -> figures, for every group with records, in group order.
 
     `same_rows` gives every group a row for each failed outcome any group has.
     """
-    dims = len(job.by)
-    groups = set(job.counts) | set(job.linker.links)
-    outcomes = {o for c in job.counts.values() for o in c.failed} if same_rows else None
-    out = {}
-    for g in sorted(groups, key=lambda g: group_sort_key(as_tuple(g, dims))):
-        out[as_tuple(g, dims)] = figures(job.counts.get(g, Counts()), job.linker.links[g], outcomes)
-    return out
+    dims = len(by)
+    counts: dict[tuple[Any, ...], Counts] = {}
+    links: dict[tuple[Any, ...], Links] = {}
+
+    def c_of(g: tuple[Any, ...]) -> Counts:
+        return counts.setdefault(g, Counts())
+
+    def l_of(g: tuple[Any, ...]) -> Links:
+        return links.setdefault(g, Links())
+
+    for row in engine.rows(queries.retry_counts(by, filters)):
+        c = c_of(row[:dims])
+        (
+            c.requests,
+            c.input_required,
+            c.logical,
+            c.retries,
+            c.second_attempts,
+            c.max_attempt,
+            c.retry_after,
+            c.honoured,
+            c.not_honoured,
+            c.unsafe,
+        ) = (int(x) for x in row[dims:])
+    for row in engine.rows(queries.retry_failed(by, filters)):
+        c_of(row[:dims]).failed[row[dims]] = int(row[dims + 1])
+    for row in engine.rows(queries.retry_origins(by, filters)):
+        c_of(row[:dims]).origins[row[dims]] = int(row[dims + 1])
+    for row in engine.rows(queries.retry_delays(by, filters)):
+        c = c_of(row[:dims])
+        c.delay_p50, c.delay_p95 = (None if b is None else value_of(b) for b in row[dims:])
+    for row in engine.rows(queries.retry_retried(by, filters)):
+        l_of(row[:dims]).retried[row[dims]] = int(row[dims + 1])
+    for row in engine.rows(queries.retry_links(by, filters)):
+        lk = l_of(row[:dims])
+        lk.futile, lk.ended_404, lk.reinitialised, lk.continued, lk.completed = (
+            int(x) for x in row[dims:]
+        )
+    groups = set(counts) | set(links)
+    outcomes = {o for c in counts.values() for o in c.failed} if same_rows else None
+    return {
+        g: figures(counts.get(g, Counts()), links.get(g, Links()), outcomes)
+        for g in sorted(groups, key=group_sort_key)
+    }
+
+
+def group_sort_key(group: tuple[Any, ...]) -> tuple[str, ...]:
+    return tuple(label(g) for g in group)
 
 
 def headers(by: Sequence[str]) -> tuple[str, ...]:

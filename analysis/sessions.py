@@ -1,25 +1,23 @@
 """`sessions` lists sessions; `show SESSION` prints one session's timeline.
 
-`sessions` keeps a few numbers per session of the input being read and prints that input's
-sessions (in order of first appearance) as soon as the input is done, so memory grows with
-the sessions of one recording, not with the records. `show` keeps only the records of the
-session asked for (at most `limits.MAX_SHOWN_RECORDS`) and prints them in the order their
-POSTs arrived.
+Both are queries (`queries.sessions`, `queries.show`). `sessions` lists each input's
+sessions in the order they first appear; `show` prints the records of the session asked
+for (at most `limits.MAX_SHOWN_RECORDS`) in the order their POSTs arrived.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Final
 
+from . import queries
 from .filters import Filters
-from .inputs import Task
 from .limits import MAX_SHOWN_RECORDS
+from .load import Engine
 from .render import Cell, Millis, Seconds
-from .schema import HTTP_NOT_FOUND, INITIALIZE, NOT_FAILED, REQUEST, RESPONSE, SESSION_END
-from .summary import is_probe
+from .schema import REQUEST, RESPONSE, SESSION_END
 
 SESSION_HEADERS: Final = (
     "session",
@@ -63,253 +61,61 @@ def seconds_between(first: str | None, last: str | None) -> float | None:
 # --------------------------------------------------------------------- sessions
 
 
-@dataclass(slots=True)
-class SessionStats:
-    first: str | None = None  # earliest ts
-    last: str | None = None  # latest ts
-    client: str | None = None
-    protocol: str | None = None
-    scenario: str | None = None
-    posts: int = 0
-    requests: int = 0
-    failed: int = 0
-    retries: int = 0
-    ended: str | None = None  # endReason of the session_end that ended it (the first)
-    got_404: bool = False
-
-    def add(self, other: SessionStats) -> None:
-        if other.first is not None and (self.first is None or other.first < self.first):
-            self.first = other.first
-        if other.last is not None and (self.last is None or other.last > self.last):
-            self.last = other.last
-        self.client = self.client or other.client
-        self.protocol = self.protocol or other.protocol
-        self.scenario = self.scenario or other.scenario
-        self.posts = max(self.posts, other.posts)
-        self.requests += other.requests
-        self.failed += other.failed
-        self.retries += other.retries
-        self.ended = self.ended or other.ended  # parts come in input order: the first end
-        self.got_404 = self.got_404 or other.got_404
-
-    def row(self, session: str, next_session: str | None) -> list[Cell]:
-        seconds = seconds_between(self.first, self.last)
-        ended = self.ended or ("404" if self.got_404 else None)
-        return [
-            session,
-            self.client,
-            self.protocol,
-            self.scenario,
-            self.first,
-            None if seconds is None else Seconds(seconds),
-            self.posts,
-            self.requests,
-            self.failed,
-            self.retries,
-            ended,
-            next_session,
-        ]
-
-
-@dataclass(slots=True)
-class SessionsPart:
-    """One task's sessions (in first-seen order) and re-initialisations."""
-
-    sessions: dict[str, SessionStats]
-    next_session: dict[str, str] = field(default_factory=dict)
-
-
-class SessionsJob:
-    """The engine job for `sessions`: `on_row` gets each row when its input is done."""
-
-    FIELDS: Final = (
-        "kind",
-        "ts",
-        "session",
-        "client",
-        "protocolVersion",
-        "scenario",
-        "method",
-        "postCount",
-        "httpStatuses",
-        "outcome",
-        "retryOf",
-        "previousSession",
-        "endReason",
-        "notes",
-        "negotiation",
-    )
-
-    def __init__(self, filters: Filters, on_row: Callable[[list[Cell]], None]) -> None:
-        self.filters = filters
-        self.on_row = on_row
-        self.fields = tuple(dict.fromkeys((*self.FIELDS, *filters.fields())))
-        self.current: dict[str, SessionStats] = {}
-        self.next_session: dict[str, str] = {}
-        self.listed = 0
-
-    # worker side
-    def new_state(self) -> SessionsPart:
-        self._keep = self.filters.predicate()
-        return SessionsPart({})
-
-    def feed(self, state: SessionsPart, records: list[Any], task: Task) -> None:
-        keep = self._keep
-        sessions = state.sessions
-        for r in records:
-            sid = r.session
-            if sid is None:
-                continue
-            if r.previousSession is not None and r.method == INITIALIZE:
-                state.next_session[r.previousSession] = sid
-            if keep is not None and not keep(r):
-                continue
-            s = sessions.get(sid)
-            if s is None:
-                s = sessions[sid] = SessionStats()
-            ts = r.ts
-            if ts is not None:
-                if s.first is None or ts < s.first:
-                    s.first = ts
-                if s.last is None or ts > s.last:
-                    s.last = ts
-            s.client = s.client or r.client
-            s.protocol = s.protocol or r.protocolVersion
-            s.scenario = s.scenario or r.scenario
-            if r.postCount is not None and r.postCount > s.posts:
-                s.posts = r.postCount
-            kind = r.kind
-            if kind == REQUEST:
-                s.requests += 1
-                if r.outcome not in NOT_FAILED and not is_probe(r):
-                    s.failed += 1
-                if r.retryOf is not None:
-                    s.retries += 1
-                st = r.httpStatuses
-                if st and st[-1] == HTTP_NOT_FOUND:
-                    s.got_404 = True
-            elif kind == SESSION_END and s.ended is None and not _refused(r):
-                s.ended = r.endReason
-
-    def end_task(self, state: SessionsPart, task: Task) -> SessionsPart:
-        part = SessionsPart(state.sessions, state.next_session)
-        state.sessions = {}
-        state.next_session = {}
-        return part
-
-    def end_worker(self, state: SessionsPart) -> None:
-        return None
-
-    # main side
-    def consume(self, part: SessionsPart, task: Task) -> None:
-        for sid, stats in part.sessions.items():
-            mine = self.current.get(sid)
-            if mine is None:
-                self.current[sid] = stats
-            else:
-                mine.add(stats)
-        self.next_session.update(part.next_session)
-        if task.final:  # this input is done: list its sessions and forget them
-            for sid, stats in self.current.items():
-                self.on_row(stats.row(sid, self.next_session.get(sid)))
-                self.listed += 1
-            self.current = {}
-            self.next_session = {}
-
-    def merge(self, result: None) -> None:
-        pass
-
-
-def _refused(r: Any) -> bool:
-    """A DELETE the server refused (note `not_ended:<status>`): it ended nothing."""
-    return any(n.startswith("not_ended") for n in r.notes or ())
+def session_rows(engine: Engine, filters: Filters) -> list[list[Cell]]:
+    """`sessions`' rows, input by input."""
+    out: list[list[Cell]] = []
+    for row in engine.rows(queries.sessions(filters)):
+        cells: list[Cell] = list(row)
+        cells[5] = None if row[5] is None else Seconds(row[5])
+        out.append(cells)
+    return out
 
 
 # --------------------------------------------------------------------- show
 
+#: The columns `queries.show` gives, in order.
+SHOW_COLUMNS: Final = (
+    "ts",
+    "id",
+    "kind",
+    "method",
+    "tool",
+    "serverMethod",
+    "httpStatuses",
+    "outcome",
+    "durationMs",
+    "attempt",
+    "retryOf",
+    "retryOrigin",
+    "continues",
+    "previousSession",
+    "endReason",
+    "injected_rule",
+    "injected_action",
+    "is_injected",
+    "sse_end",
+    "sse_resumed",
+    "has_sse",
+    "probe",
+    "notes",
+)
 
-# A timeline entry: (ts, postCount, id, row cells without the offset).
-Entry = tuple[str, int, int, list[Cell]]
 
-
-class ShowJob:
-    """The engine job for `show`: the records of one session, in POST order."""
-
-    FIELDS: Final = (
-        "id",
-        "kind",
-        "ts",
-        "durationMs",
-        "session",
-        "method",
-        "tool",
-        "postCount",
-        "httpStatuses",
-        "sse",
-        "outcome",
-        "retryOrigin",
-        "notes",
-        "attempt",
-        "retryOf",
-        "continues",
-        "previousSession",
-        "serverMethod",
-        "endReason",
-        "injected",
-        "negotiation",
-    )
-
-    def __init__(self, session: str, filters: Filters, warn: Callable[[str], None]) -> None:
-        self.session = session
-        self.filters = filters
-        self.warn = warn
-        self.fields = tuple(dict.fromkeys((*self.FIELDS, *filters.fields())))
-        self.entries: list[Entry] = []
-        self.dropped = 0
-
-    # worker side
-    def new_state(self) -> list[Entry]:
-        self._keep = self.filters.predicate()
-        return []
-
-    def feed(self, state: list[Entry], records: list[Any], task: Task) -> None:
-        target = self.session
-        keep = self._keep
-        for r in records:
-            if r.session != target or (keep is not None and not keep(r)):
-                continue
-            state.append((r.ts or "", r.postCount or 0, r.id or 0, timeline_cells(r)))
-
-    def end_task(self, state: list[Entry], task: Task) -> list[Entry]:
-        part = list(state)
-        state.clear()
-        return part
-
-    def end_worker(self, state: list[Entry]) -> None:
-        return None
-
-    # main side
-    def consume(self, part: list[Entry], task: Task) -> None:
-        room = MAX_SHOWN_RECORDS - len(self.entries)
-        if len(part) > room:
-            if not self.dropped:
-                self.warn(
-                    f"session {self.session} has more than {MAX_SHOWN_RECORDS} "
-                    "records; showing the first"
-                )
-            self.dropped += len(part) - max(room, 0)
-            part = part[: max(room, 0)]
-        self.entries.extend(part)
-
-    def merge(self, result: None) -> None:
-        pass
-
-    def rows(self) -> Iterator[list[Cell]]:
-        entries = sorted(self.entries, key=lambda e: (e[0], e[1], e[2]))
-        start = entries[0][0] if entries else None
-        for ts, _, _, cells in entries:
-            offset = seconds_between(start, ts)
-            yield [None if offset is None else Seconds(offset), *cells]
+def show_rows(
+    engine: Engine, session: str, filters: Filters, warn: Callable[[str], None]
+) -> list[list[Cell]]:
+    """The session's timeline: seconds since its first POST, then the record's cells."""
+    found = engine.rows(queries.show(session, filters, MAX_SHOWN_RECORDS + 1))
+    if len(found) > MAX_SHOWN_RECORDS:
+        warn(f"session {session} has more than {MAX_SHOWN_RECORDS} records; showing the first")
+        found = found[:MAX_SHOWN_RECORDS]
+    records = [SimpleNamespace(**dict(zip(SHOW_COLUMNS, row, strict=True))) for row in found]
+    start = (records[0].ts or "") if records else None
+    out: list[list[Cell]] = []
+    for r in records:
+        offset = seconds_between(start, r.ts or "")
+        out.append([None if offset is None else Seconds(offset), *timeline_cells(r)])
+    return out
 
 
 def timeline_cells(r: Any) -> list[Cell]:
@@ -329,17 +135,17 @@ def timeline_cells(r: Any) -> list[Cell]:
     elif r.continues is not None:
         retry = f"continues #{r.continues}"
     detail = []
-    if kind == REQUEST and is_probe(r):
+    if kind == REQUEST and r.probe:
         detail.append("negotiation probe (not a failure)")
     if r.previousSession is not None:
         detail.append(f"replaces {r.previousSession}")
     if r.endReason is not None:
         detail.append(f"ended: {r.endReason}")
-    if r.injected is not None:
-        detail.append(f"injected: {r.injected.rule or '?'} {r.injected.action or ''}".rstrip())
-    if r.sse is not None and r.sse.end not in (None, "complete"):
-        detail.append(f"stream ended: {r.sse.end}")
-    if r.sse is not None and r.sse.resumed:
+    if r.is_injected:
+        detail.append(f"injected: {r.injected_rule or '?'} {r.injected_action or ''}".rstrip())
+    if r.has_sse and r.sse_end not in (None, "complete"):
+        detail.append(f"stream ended: {r.sse_end}")
+    if r.has_sse and r.sse_resumed:
         detail.append("answer resumed on a GET stream")
     detail.extend(r.notes or ())
     return [

@@ -81,7 +81,8 @@ ERRORS = (
     (-32601, "Method not found", 1),
 )
 HTTP_FAILURES = ((503, 35), (429, 15), (500, 30), (502, 20))
-UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE})
+# As `retries.UNCERTAIN` (TRANSPORT_VIOLATION included, though the model never makes one).
+UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE, Outcome.TRANSPORT_VIOLATION})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Every record any test produces must validate against docs/record.schema.json.
+"""Every record any test produces must validate against docs/record.schema.json, and
+every note in it must start with a code `record.NoteCode` defines.
 
 Two nets catch them all: records the core returns in this process (unit, adapter and fuzz
 tests) are checked as they come out of `Tracker.handle`; recordings written by the real
@@ -20,10 +21,12 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from mcp_layers_core.record import NoteCode
 from mcp_layers_core.record_docs import json_schema
 from mcp_layers_core.tracker import Tracker
 
 VALIDATOR = Draft202012Validator(json_schema())
+NOTE_CODES = frozenset(c.value for c in NoteCode)
 
 #: The addon's own file names (`jsonl.py`): anything else under the temporary directory is
 #: an input a test made on purpose, bad lines and all.
@@ -34,11 +37,18 @@ OPAQUE_DIRS: set[Path] = set()
 
 
 def record_errors(record: object) -> list[str]:
-    """Why `record` is not a valid record (empty when it is)."""
-    return [
+    """Why `record` is not a valid record (empty when it is): the schema, and every note
+    starting with a code `record.NoteCode` defines (a repeat count adds `_more`)."""
+    errors = [
         f"{'/'.join(map(str, e.absolute_path)) or '<record>'}: {e.message}"
         for e in VALIDATOR.iter_errors(record)
     ]
+    notes = record.get("notes") if isinstance(record, dict) else None
+    for note in notes if isinstance(notes, list) else ():
+        code = str(note).split(":", 1)[0].removesuffix("_more")
+        if code not in NOTE_CODES:
+            errors.append(f"notes: {code!r} is no NoteCode (add it to record.py)")
+    return errors
 
 
 @pytest.fixture(autouse=True, scope="session")

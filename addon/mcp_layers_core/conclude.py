@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .classify import Outcome, Verdict, http_error
+from .classify import Outcome, Verdict, http_error, violation
 from .exchanges import Exchange, PendingRequest, StreamState
 from .finished import FinishedMessage, FinishedRequest, FinishedSession, Head, SseSummary
 from .notes import Note
+from .record import EndReason
 from .retries import RetryBook, retry_after_ms
 from .sessions import Session
 
@@ -57,8 +58,18 @@ class Concluding:
         failed = x.status is not None and not 200 <= x.status < 300
         if failed and verdict.outcome is not Outcome.HTTP_ERROR:
             # The transport decides first: an answer inside an error status is kept only
-            # for its JSON-RPC error fields.
-            verdict = Verdict(Outcome.HTTP_ERROR, verdict.error_code, verdict.error_message)
+            # for its JSON-RPC error fields (and why they stand without an id, say).
+            verdict = Verdict(
+                Outcome.HTTP_ERROR, verdict.error_code, verdict.error_message, note=verdict.note
+            )
+        elif (
+            x.fault is not None
+            and x.status is not None  # None: the body broke, the client got no answer
+            and not p.via_stream
+            and verdict.outcome not in (Outcome.HTTP_ERROR, Outcome.TRANSPORT_VIOLATION)
+        ):
+            # A stream in a 202's clothes: the client discarded it, whatever it carried.
+            verdict = violation(x.fault, verdict)
         retry_after = retry_after_ms(x.retry_after, ts) if failed else None
         statuses = (*p.retry.earlier_statuses, *(() if x.status is None else (x.status,)))
         s = x.stream
@@ -77,6 +88,7 @@ class Concluding:
             p.safety,
             p.previous_session,
             (p.message, p.answer) if self._settings.record_bodies else None,
+            p.prompt,
         )
         if p.attempt is not None:
             self.retries.finish(p.attempt, ts, verdict.outcome, list(statuses), retry_after)
@@ -101,15 +113,22 @@ class Concluding:
     def _conclude_delete(self, x: Exchange, ts: float) -> FinishedSession:
         # An unanswered DELETE (the client exits while it is in flight) still ends the
         # session for the client: it will not come back, so no `shutdown` end follows.
-        ended = x.status is None or 200 <= x.status < 300
-        if ended and x.session.ended is None:
-            x.session.ended = "delete"
+        # A DELETE that ends nothing (refused, or the lifeline already ended by a 404,
+        # idleness or eviction) is still recorded, with no `endReason`: every session has
+        # exactly one `session_end` that names a reason.
+        accepted = x.status is None or 200 <= x.status < 300
+        already = x.session.ended
         notes = x.notes.snapshot()
         if x.status is None:
             notes += (Note("delete_unanswered"),)
-        elif not ended:
+        elif not accepted:
             notes += (Note("not_ended", x.status),)
-        return self._conclude_session(x.session, x.status, x.started, ts, x, notes)
+        if already is not None:
+            notes += (Note("already_ended", already),)
+        elif accepted:
+            x.session.ended = EndReason.DELETE
+        reason = EndReason.DELETE if accepted and already is None else None
+        return self._conclude_session(x.session, x.status, x.started, ts, x, notes, reason)
 
     def _conclude_session(
         self,
@@ -119,7 +138,9 @@ class Concluding:
         ts: float,
         x: Exchange | None,
         delete_notes: tuple[Note, ...] | None = None,
+        end_reason: str | None = None,
     ) -> FinishedSession:
+        """The `session_end` of `session` (a DELETE's: `delete_notes` and `end_reason`)."""
         return FinishedSession(
             record_id=self._take_record_id(),
             started=start,
@@ -133,7 +154,7 @@ class Concluding:
             status=status,
             scenario=self._settings.scenario,
             injected=x.injected if x else None,
-            end_reason="delete" if delete_notes is not None else session.ended,
+            end_reason=end_reason if delete_notes is not None else session.ended,
             stats=session.stats(),
             delete_notes=delete_notes,
             flow=x.flow if x else None,

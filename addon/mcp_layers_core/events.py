@@ -115,12 +115,22 @@ class ProxyStopping:
     ts: float
 
 
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Time passed without traffic (the adapter's clock, every few seconds): sessions
+    may have gone idle and parked requests may have expired."""
+
+    ts: float
+
+
 Event = (
     PostReceived
+    | OtherRequest
     | ResponseStarted
     | ResponseBody
     | StreamChunk
     | StreamEnded
     | FlowFailed
     | ProxyStopping
+    | Tick
 )

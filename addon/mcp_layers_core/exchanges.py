@@ -14,7 +14,7 @@ from typing import Any
 from .classify import Verdict
 from .decode import StreamDecoder
 from .lifecycle import Phase
-from .notes import NoteLog
+from .notes import Note, NoteLog
 from .retries import NOT_A_RETRY, Attempt, RetryInfo
 from .sessions import Session
 
@@ -25,6 +25,7 @@ class PendingRequest:
     method: str
     tool: str | None
     record_id: int
+    prompt: str | None = None
     attempt: Attempt | None = None
     retry: RetryInfo = NOT_A_RETRY
     safety: str | None = None
@@ -32,6 +33,7 @@ class PendingRequest:
     verdict: Verdict | None = None
     resumed: bool = False
     via_stream: bool = False
+    task: bool = False  # task-augmented (`params.task`, 2025-11-25)
     message: dict[str, Any] | None = None  # kept only with `record_bodies`
     answer: object = None  # likewise
 
@@ -51,6 +53,12 @@ class StreamState:
     #: The first answer whose id matched no request (later ones are not kept: bounded).
     unexpected_id: object = None
     has_unexpected_id: bool = False
+    #: Why an answer on this stream never reached the client: the first SSE event type
+    #: other than `message` that carried one.
+    wrong_event: Note | None = None
+    #: A 2024-11-05 GET stream that announced its session (`endpoint` event), counted in
+    #: the session's `legacy_streams` while open.
+    endpoint: bool = False
     end: str | None = None  # complete | eof | error
 
 
@@ -79,6 +87,9 @@ class Exchange:
     status: int | None = None
     content_type: str | None = None
     retry_after: str | None = None
+    content_coding: str = "identity"
+    #: Why this 2xx answer to a request cannot reach the client (`answer_form_fault`).
+    fault: Note | None = None
     had_body: bool = False
     stream: StreamState | None = None  # set when the answer is text/event-stream
     session_lost: bool = False  # a 404 said the server forgot the session

@@ -61,6 +61,7 @@ class FinishedRequest(NamedTuple):
     previous_session: str | None
     #: (request, answer) when `record_bodies` is on; redacted when the record is built.
     bodies: tuple[dict[str, Any] | None, object] | None
+    prompt: str | None
 
 
 class FinishedMessage(NamedTuple):

@@ -7,8 +7,10 @@ cheap, because it runs on every POST and on every SSE event of a proxied stream.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, Final
 
+_loads: Callable[[Any], Any]
 try:  # orjson is a runtime dependency, but the addon must also load into a bare mitmproxy.
     import orjson
 
@@ -36,13 +38,30 @@ META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 
 
 def try_loads(data: bytes | str) -> Any:
-    """Decode JSON, or return `NOT_JSON`. Never raises (deep nesting included)."""
+    """Decode JSON, or return `NOT_JSON`. Never raises (deep nesting included).
+
+    Ids are exact whatever their size: orjson reads an integer past 64 bits as a float,
+    which would change a JSON-RPC id (two ids one apart become equal), so a message
+    whose id came out a float is decoded again by the stdlib, which keeps integers exact.
+    Checking the decoded id costs nothing per event; scanning the text would not.
+    """
     try:
-        return _loads(data)
+        value = _loads(data)
+        if _loads is not json.loads and _float_id(value):
+            return json.loads(data)
+        return value
     except _DECODE_ERRORS:
         return NOT_JSON
-    except RecursionError:  # the stdlib fallback on absurdly deep input
+    except (RecursionError, ValueError, TypeError):  # the stdlib on deep or odd input
         return NOT_JSON
+
+
+def _float_id(value: object) -> bool:
+    if isinstance(value, dict):
+        return isinstance(value.get("id"), float)
+    if isinstance(value, list):
+        return any(isinstance(m, dict) and isinstance(m.get("id"), float) for m in value)
+    return False
 
 
 def is_request(msg: object) -> bool:
@@ -117,7 +136,16 @@ def meta_of(msg: dict[str, Any]) -> dict[str, Any]:
 
 def tool_of(msg: dict[str, Any]) -> str | None:
     """`params.name` of a `tools/call`."""
-    if msg.get("method") != "tools/call":
+    return _name_of(msg, "tools/call")
+
+
+def prompt_of(msg: dict[str, Any]) -> str | None:
+    """`params.name` of a `prompts/get`."""
+    return _name_of(msg, "prompts/get")
+
+
+def _name_of(msg: dict[str, Any], method: str) -> str | None:
+    if msg.get("method") != method:
         return None
     params = msg.get("params")
     name = params.get("name") if isinstance(params, dict) else None

@@ -8,8 +8,9 @@ A pairing lives on its own flow first (`AWAITING_HEADERS` -> `AWAITING_BODY` ->
 `STREAMING`), moved by the adapter's events. When that flow ends, a request is written
 (`DONE`) unless a `Cause` sends it on:
 
-- `PARKED`: its answer will come on another stream of the session (a 2024-11-05 `202`,
-  or a 2025-11-25 stream that broke after an event id and may be resumed by a GET);
+- `PARKED`: its answer will come on another stream of the session (a 2024-11-05 `202`
+  while the session's endpoint stream is open, or a 2025-11-25 stream that broke after
+  an event id and may be resumed by a GET);
 - `HELD`: it is written, but whether its rejection was version negotiation is for the
   client's next POST to say (an `initialize` then makes it negotiation, not failure);
 - `UNCLAIMED`: the other side of parking. An answer arrived on a GET stream before its
@@ -57,7 +58,9 @@ class Phase(Enum):
 class Cause(Enum):
     """What moves a pairing when no event of its own flow does."""
 
-    #: A `202` without an answer: 2024-11-05 sends the answer on the session's GET stream.
+    #: A `202` (or any answer a client cannot read) while a 2024-11-05 endpoint stream of
+    #: the session is open: the answer comes on that stream. Without one it is not a wait
+    #: but a `TRANSPORT_VIOLATION`.
     ACCEPTED = "accepted"
     #: The stream ended after an event id, without the answer: a GET may resume it.
     RESUMABLE = "resumable"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import limits
+from .otel_config import OtlpConfigError, endpoint_base, parse_headers
 
 PREFIX = "mcp_"
 MAX_SCENARIO_CHARS = 200
@@ -36,9 +37,16 @@ SPECS: dict[str, Spec] = {
     "mcp_max_body_kb": Spec("int", str(limits.MAX_BODY_BYTES // 1024)),
     "mcp_max_event_kb": Spec("int", str(limits.MAX_EVENT_BYTES // 1024)),
     "mcp_record_max_mb": Spec("int", "100"),
+    "mcp_retain_mb": Spec("int", "10000"),
+    "mcp_retain_days": Spec("int", "14"),
+    "mcp_max_buffered_mb": Spec("int", str(limits.MAX_BUFFERED_BYTES // 1024 // 1024)),
+    "mcp_max_sessions": Spec("int", str(limits.MAX_SESSIONS)),
+    "mcp_session_idle_s": Spec("int", str(int(limits.SESSION_IDLE_S))),
     "mcp_record_bodies": Spec("bool", "true"),
     "mcp_raw_session_ids": Spec("bool", "true"),
     "mcp_flow_comments": Spec("bool", "false"),
+    "mcp_otlp_endpoint": Spec("str", "http://127.0.0.1:4318"),
+    "mcp_otlp_headers": Spec("str", "'authorization=Bearer%20TOKEN'"),
     "mcp_faults": Spec("str", "errors.http_status_sequence"),
     "mcp_fault": Spec("str", "'http_status=503 nth=1'"),
     "mcp_fault_seed": Spec("int", "42"),
@@ -85,6 +93,17 @@ def check(name: str, value: object) -> None:
             f"{name} must be a positive number of KiB, not {value}; "
             f"e.g. --set {name}={SPECS[name].example}"
         )
+    if name in ("mcp_max_buffered_mb", "mcp_max_sessions") and _int(value) <= 0:
+        unit = "MiB" if name.endswith("_mb") else "sessions"
+        raise OptionValueError(
+            f"{name} must be a positive number of {unit}, not {value}; "
+            f"e.g. --set {name}={SPECS[name].example}"
+        )
+    if name in ("mcp_retain_mb", "mcp_retain_days", "mcp_session_idle_s") and _int(value) < 0:
+        raise OptionValueError(
+            f"{name} must be 0 (off) or a positive number, not {value}; "
+            f"e.g. --set {name}={SPECS[name].example}"
+        )
     if name == "mcp_record_max_mb" and _int(value) < 0:
         raise OptionValueError(
             f"mcp_record_max_mb must be 0 (no rotation) or a number of MiB, not {value}; "
@@ -97,6 +116,16 @@ def check(name: str, value: object) -> None:
             f"mcp_scenario must be printable text of at most {MAX_SCENARIO_CHARS} characters, "
             "e.g. --set mcp_scenario=errors.http_status_sequence"
         )
+    if name == "mcp_otlp_endpoint" and str(value).strip():
+        try:
+            endpoint_base(str(value))
+        except OtlpConfigError as e:
+            raise OptionValueError(str(e)) from None
+    if name == "mcp_otlp_headers":
+        try:
+            parse_headers(str(value))
+        except OtlpConfigError as e:
+            raise OptionValueError(str(e)) from None
     if name == "mcp_record_dir" and not str(value).strip():
         raise OptionValueError(
             "mcp_record_dir is empty; name a directory, e.g. --set mcp_record_dir=recordings"

@@ -49,6 +49,7 @@ class Outcome(StrEnum):
 
     NO_RESPONSE = "NO_RESPONSE"
     HTTP_ERROR = "HTTP_ERROR"
+    TRANSPORT_VIOLATION = "TRANSPORT_VIOLATION"
     UNINSPECTED = "UNINSPECTED"
     STREAM_INCOMPLETE = "STREAM_INCOMPLETE"
     MALFORMED_JSON = "MALFORMED_JSON"
@@ -80,12 +81,23 @@ OUTCOMES: Final[dict[Outcome, OutcomeInfo]] = {
         "status outside 2xx; it wins over anything in the body (a JSON-RPC error in the body "
         "is still recorded in `jsonrpc`)",
     ),
+    Outcome.TRANSPORT_VIOLATION: OutcomeInfo(
+        Layer.TRANSPORT,
+        "a 2xx answer the client rejects or never sees, whatever it says (a JSON-RPC error "
+        "in it is still recorded in `jsonrpc`); `notes` names the cause: "
+        "`content_type:<type>` / `no_content_type` (a request must be answered "
+        "`application/json` or `text/event-stream`), `202_for_request` (202 is for "
+        "notifications and responses; clients discard its body), `sse_event_type:<type>` "
+        "(the answer came only in an SSE event whose type is not `message`)",
+    ),
     Outcome.UNINSPECTED: OutcomeInfo(
         Layer.PROXY,
-        "the answer could not be read within the proxy's caps (`mcp_max_body_kb`, also for "
-        "what a gzip body inflates to), its encoding (`br`/`zstd`), or because mitmproxy "
-        "streamed a JSON body past the addon (`stream_large_bodies`; note `body_unseen`): "
-        "the traffic passed, the verdict is unknown, and `notes` says why",
+        "the answer could not be read within the proxy's caps (`mcp_max_body_kb`: note "
+        "`body_over_cap:<bytes>`), its encoding (`br`/`zstd`, any unknown one: note "
+        "`encoded_body:<encoding>`; a gzip/deflate body that is corrupt or inflates past the "
+        "cap: `body_undecodable:<encoding>`), or because mitmproxy streamed a JSON body past "
+        "the addon (`stream_large_bodies`; note `body_unseen`): the traffic passed, the "
+        "verdict is unknown, and `notes` says why",
     ),
     Outcome.STREAM_INCOMPLETE: OutcomeInfo(
         Layer.TRANSPORT,
@@ -103,21 +115,39 @@ OUTCOMES: Final[dict[Outcome, OutcomeInfo]] = {
     ),
     Outcome.JSONRPC_ERROR: OutcomeInfo(Layer.PROTOCOL, "a valid error envelope"),
     Outcome.INPUT_REQUIRED: OutcomeInfo(
-        Layer.INTERACTION, '`result.resultType == "input_required"`'
+        Layer.INTERACTION,
+        '`result.resultType == "input_required"` with `inputRequests` (an object) or '
+        "`requestState` (a string), 2026-07-28 on",
     ),
     Outcome.INVALID_TOOL_RESULT: OutcomeInfo(
         Layer.PROTOCOL,
-        "`tools/call` result not an object, unknown `resultType`, `content` not an array, "
-        "`isError` present but not boolean",
+        "`tools/call` result not an object, unknown `resultType`, `content` not an array of "
+        "valid content blocks (note `unknown_content_block:<type>` or "
+        "`malformed_content_block:<type>`), `isError` present but not boolean, an "
+        "`input_required` result with neither `inputRequests` nor `requestState` (note "
+        "`input_required_without_requests`)",
     ),
     Outcome.TOOL_ERROR: OutcomeInfo(Layer.APPLICATION, "`tools/call` with `isError: true`"),
     Outcome.TOOL_SUCCESS: OutcomeInfo(
         Layer.APPLICATION,
         '`tools/call` complete result (absent `resultType` means `"complete"`)',
     ),
-    Outcome.SUCCESS: OutcomeInfo(Layer.PROTOCOL, "any other method: the result is an object"),
+    Outcome.SUCCESS: OutcomeInfo(
+        Layer.PROTOCOL,
+        "any other method: the result is an object with the members its method requires; "
+        "also a 2025-11-25 task-augmented `tools/call` (`params.task`) answered with a "
+        "`CreateTaskResult` (`{task: {taskId, status, …}}`, no `content` by design; note "
+        "`task_created`)",
+    ),
     Outcome.INVALID_RESULT: OutcomeInfo(
-        Layer.PROTOCOL, "any other method: the result is not an object"
+        Layer.PROTOCOL,
+        "any other method: the result is not an object, lacks a member its method requires "
+        "(note `result_missing:<member>`: `initialize` needs `protocolVersion`, "
+        "`capabilities`, `serverInfo`; `tools/list` `tools`; `prompts/list` `prompts`; "
+        "`prompts/get` `messages`; `resources/list` `resources`; `resources/templates/list` "
+        "`resourceTemplates`; `resources/read` `contents`; `completion/complete` "
+        "`completion`; 2026-07-28 cacheable results also `ttlMs` and `cacheScope`), or is an "
+        "`input_required` result with neither `inputRequests` nor `requestState`",
     ),
 }
 
@@ -159,6 +189,10 @@ class EndReason(StrEnum):
     DELETE = "delete"
     NOT_FOUND = "not_found"
     SHUTDOWN = "shutdown"
+    #: No traffic for `mcp_session_idle_s`: the client is taken to have gone.
+    IDLE = "idle"
+    #: Forgotten to keep the session book within `mcp_max_sessions`.
+    EVICTED = "evicted"
 
 
 class StreamEnd(StrEnum):
@@ -177,6 +211,8 @@ class NoteCode(StrEnum):
     SSE_UNTERMINATED_EVENT = "sse_unterminated_event"
     BODY_OVER_CAP = "body_over_cap"
     BODY_UNSEEN = "body_unseen"
+    ENCODED_BODY = "encoded_body"
+    BODY_UNDECODABLE = "body_undecodable"
     EMPTY_BODY = "empty_body"
     ENCODED_STREAM = "encoded_stream"
     STREAM_DECODE_ERROR = "stream_decode_error"
@@ -184,6 +220,17 @@ class NoteCode(StrEnum):
     UNEXPECTED_RESPONSE_ID = "unexpected_response_id"
     RESULT_AND_ERROR = "result_and_error"
     ERROR_WITHOUT_ID = "error_without_id"
+    CONTENT_TYPE = "content_type"
+    NO_CONTENT_TYPE = "no_content_type"
+    ACCEPTED_FOR_REQUEST = "202_for_request"
+    SSE_EVENT_TYPE = "sse_event_type"
+    BATCH_ANSWER = "batch_answer"
+    RESULT_MISSING = "result_missing"
+    UNKNOWN_CONTENT_BLOCK = "unknown_content_block"
+    MALFORMED_CONTENT_BLOCK = "malformed_content_block"
+    INPUT_REQUIRED_WITHOUT_REQUESTS = "input_required_without_requests"
+    TASK_CREATED = "task_created"
+    REQUEST_BOM = "request_bom"
     BATCH = "batch"
     SUBSCRIPTION = "subscription"
     SESSION_LOST = "session_lost"
@@ -196,6 +243,8 @@ class NoteCode(StrEnum):
     EVICTED_PARKED_CAP = "evicted_parked_cap"
     DELETE_UNANSWERED = "delete_unanswered"
     NOT_ENDED = "not_ended"
+    ALREADY_ENDED = "already_ended"
+    SSE_EVENT_OVER_BUDGET = "sse_event_over_budget"
 
 
 #: What each note means, with its detail (the Notes table of docs/record-format.md).
@@ -209,6 +258,10 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     NoteCode.BODY_OVER_CAP: "`:<bytes>` a JSON answer larger than `mcp_max_body_kb` (or what it "
     "inflates to) passed unread",
     NoteCode.BODY_UNSEEN: "mitmproxy streamed a JSON body past the addon (`stream_large_bodies`)",
+    NoteCode.ENCODED_BODY: "`:<encoding>` a JSON answer in an encoding the proxy does not decode "
+    "(`br`, `zstd`, any unknown one)",
+    NoteCode.BODY_UNDECODABLE: "`:<encoding>` a gzip/deflate JSON answer that is corrupt or "
+    "inflates past `mcp_max_body_kb`",
     NoteCode.EMPTY_BODY: "a 2xx answer to a request with an empty body",
     NoteCode.ENCODED_STREAM: "`:<encoding>` an SSE answer in an encoding the proxy does not decode "
     "(`br`, `zstd`)",
@@ -219,7 +272,31 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     "the request's (the first, cut to 120 characters)",
     NoteCode.RESULT_AND_ERROR: "the answer has both `result` and `error`",
     NoteCode.ERROR_WITHOUT_ID: "a JSON-RPC error with a null or absent id (allowed when the server "
-    "could not read the request's id)",
+    "could not read the request's id); on a POST's SSE stream it answers the first request still "
+    "unanswered",
+    NoteCode.CONTENT_TYPE: "`:<type>` `TRANSPORT_VIOLATION`: a 2xx answer to a request in a media "
+    "type other than `application/json` or `text/event-stream` (clients refuse it)",
+    NoteCode.NO_CONTENT_TYPE: "`TRANSPORT_VIOLATION`: a 2xx answer to a request without a "
+    "`Content-Type`",
+    NoteCode.ACCEPTED_FOR_REQUEST: "`TRANSPORT_VIOLATION`: a 202 to a request (202 is for "
+    "notifications and responses; clients discard its body), with no 2024-11-05 endpoint "
+    "stream of the session open to carry the answer",
+    NoteCode.SSE_EVENT_TYPE: "`:<type>` `TRANSPORT_VIOLATION`: the answer came only in an SSE "
+    "event whose type is not `message` (clients skip it)",
+    NoteCode.BATCH_ANSWER: "`:<version>` `INVALID_ENVELOPE`: a JSON array answered a request of "
+    "a version without batches (only 2025-03-26 has them)",
+    NoteCode.RESULT_MISSING: "`:<member>` `INVALID_RESULT`: the result lacks a member its method "
+    "requires (or has it with the wrong JSON type)",
+    NoteCode.UNKNOWN_CONTENT_BLOCK: "`:<type>` `INVALID_TOOL_RESULT`: a content block of no known "
+    "type (cut to 40 characters)",
+    NoteCode.MALFORMED_CONTENT_BLOCK: "`:<type>` `INVALID_TOOL_RESULT`: a content block without "
+    "the string members its type requires",
+    NoteCode.INPUT_REQUIRED_WITHOUT_REQUESTS: "an `input_required` result with neither "
+    "`inputRequests` nor `requestState` (the spec requires one)",
+    NoteCode.TASK_CREATED: "2025-11-25: a task-augmented `tools/call` answered with the task "
+    "(`CreateTaskResult`), not yet its content",
+    NoteCode.REQUEST_BOM: "the POST body started with a UTF-8 BOM (read past it, as RFC 8259 "
+    "allows); what the server made of it decides the outcome",
     NoteCode.BATCH: "`:<n>` the POST was a batch of n messages",
     NoteCode.SUBSCRIPTION: "a 2026-07-28 `subscriptions/listen`: long by design",
     NoteCode.SESSION_LOST: "the server answered 404 on a live session (it forgot it): the "
@@ -238,7 +315,13 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     "another stream",
     NoteCode.DELETE_UNANSWERED: "a DELETE the server never answered (the client exited "
     "meanwhile); it still ends the lifeline",
-    NoteCode.NOT_ENDED: "`:<status>` the server refused the DELETE (405, say)",
+    NoteCode.NOT_ENDED: "`:<status>` the server refused the DELETE (405, say): it ended "
+    "nothing (`endReason` null)",
+    NoteCode.ALREADY_ENDED: "`:<endReason>` a DELETE of a session whose lifeline had already "
+    "ended (a 404, idle, evicted): it ended nothing (`endReason` null)",
+    NoteCode.SSE_EVENT_OVER_BUDGET: "`:<bytes>` an SSE event dropped unparsed because all "
+    "streams together held `mcp_max_buffered_mb` (later ones counted in "
+    "`sse_event_over_budget_more:<n>`)",
 }
 
 
@@ -392,6 +475,7 @@ FIELDS: Final[tuple[Field, ...]] = (
         "records (see `serverMethod`) and `session_end` records",
     ),
     Field("tool", Str(), True, "`params.name` of a `tools/call`"),
+    _later("prompt", Str(), True, "`params.name` of a `prompts/get`"),
     Field(
         "postCount",
         Int(),
@@ -533,7 +617,7 @@ FIELDS: Final[tuple[Field, ...]] = (
         Bool(),
         True,
         "on a retry: true when the tool is `unsafe` and the previous attempt's side effect "
-        "is uncertain (5xx, `STREAM_INCOMPLETE`, `NO_RESPONSE`)",
+        "is uncertain (5xx, `STREAM_INCOMPLETE`, `NO_RESPONSE`, `TRANSPORT_VIOLATION`)",
     ),
     _later(
         "continues",
@@ -580,7 +664,9 @@ FIELDS: Final[tuple[Field, ...]] = (
         "endReason",
         Enum(EndReason),
         True,
-        "on `session_end` records: `delete`, `not_found` (a 404), `shutdown`",
+        "on `session_end` records: `delete`, `not_found` (a 404), `shutdown`, `idle` (no "
+        "traffic for `mcp_session_idle_s`), `evicted` (forgotten past `mcp_max_sessions`); "
+        "null on a DELETE that ended nothing (refused, or the session had already ended)",
     ),
     _later(
         "sessionStats",

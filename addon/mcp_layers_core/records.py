@@ -102,6 +102,7 @@ def record_of(finished: Finished, negotiation: bool | None = None) -> dict[str, 
 
 def request_record(f: FinishedRequest, negotiation: bool | None = None) -> dict[str, Any]:
     record = _flow_record(f.head, f.record_id, f.method, f.tool)
+    record["prompt"] = f.prompt
     add_verdict(record, f.rpc_id, f.verdict)
     if f.sse is not None:
         s = f.sse
@@ -168,7 +169,9 @@ def session_record(f: FinishedSession) -> dict[str, Any]:
     return record
 
 
-def _flow_record(head: Head, record_id: int, method: str | None, tool: str | None) -> dict:
+def _flow_record(
+    head: Head, record_id: int, method: str | None, tool: str | None
+) -> dict[str, Any]:
     record = base_record(
         record_id=record_id,
         kind=head.kind,
@@ -218,8 +221,8 @@ def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) ->
     record["isError"] = verdict.is_error
     record["outcome"] = verdict.outcome.value
     record["layer"] = verdict.layer.value
-    if verdict.note:
-        record["notes"].append(verdict.note)
+    if verdict.note is not None:
+        record["notes"].append(render_note(verdict.note))
 
 
 def sse_summary(events: int, final: bool, end: str, resumed: bool = False) -> dict[str, Any]:

@@ -45,7 +45,9 @@ except ImportError:  # pragma: no cover - the addon also loads into a bare mitmp
 VOLATILE_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
 
 #: Outcomes after which a side effect may or may not have happened.
-UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE})
+#: A TRANSPORT_VIOLATION was answered by the server (the tool may have run) in a form
+#: the client could not take: its side effect is as uncertain as a lost answer's.
+UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE, Outcome.TRANSPORT_VIOLATION})
 
 
 def _canonical_safe(value: object) -> bytes:
@@ -102,26 +104,44 @@ def tool_safety(annotations: object) -> str:
 
 
 class ToolSafetyBook:
-    """Each server's tools as its last `tools/list` described them."""
+    """Each server's tools as its `tools/list` answers described them (pages merge).
 
-    def __init__(self, max_servers: int = 1000, max_tools: int = 10_000) -> None:
+    Bounded as a whole, not per server: at most `max_tools` names over all servers and
+    `max_servers` servers, the least recently listed server forgotten first.
+    """
+
+    def __init__(
+        self, max_servers: int = limits.MAX_TOOL_SERVERS, max_tools: int = limits.MAX_TOOL_NAMES
+    ) -> None:
         self._servers: OrderedDict[str, dict[str, str]] = OrderedDict()
         self._max_servers = max_servers
         self._max_tools = max_tools
+        self._total = 0  # names over all servers
+
+    def __len__(self) -> int:
+        return self._total
 
     def learn(self, server: str, result: object) -> None:
         tools = result.get("tools") if isinstance(result, dict) else None
         if not isinstance(tools, list):
             return
-        known = self._servers.setdefault(server, {})
-        self._servers.move_to_end(server)
+        known = self._servers.pop(server, {})
+        self._total -= len(known)
         for tool in tools[: self._max_tools]:
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                known[tool["name"]] = tool_safety(tool.get("annotations"))
+            if not isinstance(tool, dict):
+                continue
+            name = tool.get("name")
+            if isinstance(name, str) and len(name) <= limits.MAX_TOOL_NAME_CHARS:
+                known[name] = tool_safety(tool.get("annotations"))
         while len(known) > self._max_tools:
             known.pop(next(iter(known)))
-        if len(self._servers) > self._max_servers:
-            self._servers.popitem(last=False)
+        while self._servers and (
+            self._total + len(known) > self._max_tools or len(self._servers) >= self._max_servers
+        ):
+            _, gone = self._servers.popitem(last=False)
+            self._total -= len(gone)
+        self._servers[server] = known
+        self._total += len(known)
 
     def safety(self, server: str, tool: str | None) -> str:
         if tool is None:
@@ -178,8 +198,9 @@ def _origin(prev: Attempt, attempt: Attempt, session: SessionView) -> str | None
     """`reinit`, `resend`, `reissue`, or None when the repeat is a new conversation."""
     if prev.session != attempt.session:
         previous_ended, previous_real = session.lookup(prev.session) or (None, False)
-        if previous_ended in (EndReason.DELETE, EndReason.SHUTDOWN):
-            return None  # the client closed that session on purpose: a new conversation
+        if previous_ended in (EndReason.DELETE, EndReason.SHUTDOWN, EndReason.IDLE):
+            # Closed on purpose, or left unused for the idle time: a new conversation.
+            return None
         if session.real:
             # Only a session opened after the failed attempt can be its recovery; an
             # older one is a concurrent conversation of a look-alike client.

@@ -5,8 +5,13 @@ the `session_id`/`sessionId` of a 2024-11-05 `endpoint` event. Where there is no
 (stateless servers, 2026-07-28) the client's address and user agent stand in, so that
 POST counts and client names still have a home; stand-ins never "end".
 
-A lifeline starts with the `initialize` that obtained the session id and ends with a
-DELETE, a 404 (the server forgot it), or the proxy stopping. After a 404, the next
+A lifeline starts with the `initialize` that obtained the session id and ends exactly
+once: with a DELETE, a 404 (the server forgot it), no traffic for the idle time
+(`idle`), the book forgetting it to stay within its cap (`evicted`), or the proxy
+stopping. Each end is written when it happens. A session forgotten after its end is
+remembered in a bounded memo of ended keys, so that a late DELETE (or late traffic) of
+it does not start a second lifeline; a session that returns after even the memo forgot
+it starts a new one, under the same key. After a 404, the next
 `initialize` of the same client (address, user agent, client name) names the lost
 session in `previousSession`: a client that never comes back shows as a 404 with no
 successor.
@@ -18,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from . import limits
+from .record import EndReason
 from .redact import pseudonym
 
 #: (client address, user agent, "name@version"): who a session belongs to.
@@ -34,8 +40,12 @@ class Session:
     protocol_version: str | None = None
     identity: Identity | None = None
     posts: int = 0
-    ended: str | None = None  # delete | not_found | shutdown
+    ended: str | None = None  # an `EndReason`
+    last_seen: float = 0.0  # the last traffic of the session (see `SessionBook.touch`)
     get_streams: int = 0
+    #: Open 2024-11-05 GET streams that announced this session (`endpoint` event): while
+    #: one is open, a POST's answer travels on it, not in the POST's own response.
+    legacy_streams: int = 0
     server_requests: int = 0
     server_notifications: int = 0
 
@@ -48,17 +58,62 @@ class Session:
         }
 
 
-class SessionBook:
-    """All sessions seen recently (least recently used forgotten first), and 404 links."""
+#: A session's `last_seen` is refreshed by stream traffic at most this often: the book's
+#: order (least recently seen first) is then right to within this, far below any idle time.
+TOUCH_EVERY_S = 1.0
 
-    def __init__(self, raw_ids: bool = False, max_sessions: int = limits.MAX_SESSIONS) -> None:
+
+class SessionBook:
+    """All sessions seen recently (least recently seen first), and 404 links.
+
+    `now` is the latest time the tracker has seen; a session looked up or created takes
+    it as its `last_seen`. Live sessions the cap pushes out wait in `dropped` for the
+    tracker to write their end.
+    """
+
+    def __init__(
+        self,
+        raw_ids: bool = False,
+        max_sessions: int = limits.MAX_SESSIONS,
+        idle_s: float = limits.SESSION_IDLE_S,
+    ) -> None:
         self.raw_ids = raw_ids
         self._max = max_sessions
+        self._idle_s = idle_s
+        self.now = 0.0
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lost: OrderedDict[Identity, str] = OrderedDict()
+        #: key -> end reason of sessions forgotten after their end (bounded like the book).
+        self._gone: OrderedDict[str, str] = OrderedDict()
+        self.dropped: list[Session] = []
+        self._next_idle_check = 0.0
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    @property
+    def max_sessions(self) -> int:
+        return self._max
+
+    @max_sessions.setter
+    def max_sessions(self, value: int) -> None:
+        self._max = value
+        while len(self._sessions) > self._max:
+            self._forget(self._sessions.popitem(last=False)[1])
+
+    @property
+    def idle_s(self) -> float:
+        return self._idle_s
+
+    @idle_s.setter
+    def idle_s(self, value: float) -> None:
+        self._idle_s = value
+        self._next_idle_check = 0.0  # look again with the new time
+
+    @property
+    def ended_memo(self) -> int:
+        """Ended sessions remembered after the book forgot them."""
+        return len(self._gone)
 
     def key_of(self, session_id: str) -> str:
         return session_id if self.raw_ids else pseudonym("s-", session_id)
@@ -82,15 +137,68 @@ class SessionBook:
         s = self._sessions.get(key)
         if s is None:
             s = self._sessions[key] = Session(key, real)
+            if real:
+                # A session that already ended and was forgotten: its lifeline stays ended.
+                s.ended = self._gone.pop(key, None)
             if len(self._sessions) > self._max:
-                self._sessions.popitem(last=False)
+                self._forget(self._sessions.popitem(last=False)[1])
         else:
             self._sessions.move_to_end(key)
+        s.last_seen = self.now
         return s
+
+    def touch(self, session: Session, ts: float) -> None:
+        """Traffic on a flow of `session` (a stream chunk, a response): it is not idle."""
+        if ts - session.last_seen > TOUCH_EVERY_S:
+            session.last_seen = ts
+            if self._sessions.get(session.key) is session:
+                self._sessions.move_to_end(session.key)
+
+    def _forget(self, s: Session) -> None:
+        if not s.real:
+            return  # a stand-in has no lifeline
+        if s.ended is None:
+            s.ended = EndReason.EVICTED
+            self.dropped.append(s)
+        self._gone[s.key] = s.ended
+        self._gone.move_to_end(s.key)
+        if len(self._gone) > self._max:
+            self._gone.popitem(last=False)
+
+    def idle(self, now: float, limit: int = limits.MAX_IDLE_ENDS_PER_EVENT) -> list[Session]:
+        """Forget the sessions idle for `idle_s` at `now`; return the live ones among them
+        (just ended `idle`), at most `limit` per call (the rest on a later call)."""
+        self.now = now
+        if not self._idle_s or now < self._next_idle_check:
+            return []  # the usual case: one comparison per event
+        ended: list[Session] = []
+        sessions = self._sessions
+        while sessions:
+            s = next(iter(sessions.values()))
+            if now - s.last_seen < self._idle_s or len(ended) >= limit:
+                break
+            del sessions[s.key]
+            if s.real and s.ended is None:
+                s.ended = EndReason.IDLE
+                ended.append(s)
+            self._forget(s)
+        # The front is the least recently seen (to within TOUCH_EVERY_S): nothing else
+        # can be idle before it is.
+        if len(ended) >= limit:
+            self._next_idle_check = now
+        elif sessions:
+            self._next_idle_check = next(iter(sessions.values())).last_seen + self._idle_s
+        else:
+            self._next_idle_check = now + self._idle_s
+        return ended
+
+    def take_dropped(self) -> list[Session]:
+        dropped, self.dropped = self.dropped, []
+        return dropped
 
     def lost(self, session: Session) -> None:
         """A 404 ended `session`: its client's next `initialize` will link to it."""
-        session.ended = session.ended or "not_found"
+        session.ended = session.ended or EndReason.NOT_FOUND
         if session.identity is not None:
             self._lost[session.identity] = session.key
             if len(self._lost) > self._max:

@@ -53,6 +53,8 @@ _MAX_RETRY_DIGITS: Final = 18
 #: `SseAnomaly.kind` values.
 EVENT_OVER_CAP: Final = "event_over_cap"
 UNTERMINATED_EVENT: Final = "unterminated_event"
+#: Dropped by the caller (`drop_event`): all streams together held too much.
+EVENT_OVER_BUDGET: Final = "event_over_budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,7 @@ class SseEvent:
 class SseAnomaly:
     """An event that was not dispatched."""
 
-    kind: str  # "event_over_cap" | "unterminated_event"
+    kind: str  # "event_over_cap" | "unterminated_event" | "event_over_budget"
     skipped_bytes: int  # bytes of the event that were dropped
 
 
@@ -111,6 +113,7 @@ class SseParser:
         "_data",
         "_discarding",
         "_dispatch",
+        "_drop_kind",
         "_ends",
         "_event",
         "_field_seen",
@@ -136,6 +139,7 @@ class SseParser:
         self._partial = bytearray()
         self._plen = 0  # its length; also counted (without storing) while discarding
         self._discarding = False  # dropping an over-cap event until its blank line
+        self._drop_kind = EVENT_OVER_CAP  # what the dropped event is reported as
         # The current block: raw bytes of its complete lines, whether it has a field line,
         # whether it will dispatch (data, event, or a valid id/retry seen).
         self._block_raw = 0
@@ -273,7 +277,7 @@ class SseParser:
         pending = self._block_raw + self._plen + (len(self._bom) if self._bom else 0)
         out: list[SseEvent | SseAnomaly] = []
         if self._discarding:
-            out.append(SseAnomaly(EVENT_OVER_CAP, pending))
+            out.append(SseAnomaly(self._drop_kind, pending))
         elif self._field_seen or self._plen or self._bom:
             out.append(SseAnomaly(UNTERMINATED_EVENT, pending))
         self._bom = None
@@ -356,7 +360,7 @@ class SseParser:
         if size:
             self._block_raw += raw
             return
-        item = SseAnomaly(EVENT_OVER_CAP, self._block_raw)
+        item = SseAnomaly(self._drop_kind, self._block_raw)
         out.append(item)
         if self._ends is not None:
             self._end_block(raw, item)
@@ -380,8 +384,18 @@ class SseParser:
             pending = SseBlockEnd(self._block_start, pending.item)
         self._ends.append(pending)
 
-    def _drop_event(self) -> None:
+    def drop_event(self) -> bool:
+        """Drop the event being received, as if it had crossed the cap, but reported as
+        `event_over_budget` (the caller's budget over all streams is spent). False when
+        nothing is held. Lines already read have taken effect on the last event id."""
+        if self._discarding or not (self._partial or self._data or self._event):
+            return False
+        self._drop_event(EVENT_OVER_BUDGET)
+        return True
+
+    def _drop_event(self, kind: str = EVENT_OVER_CAP) -> None:
         """The pending event crossed the cap: free it and skip to its blank line."""
+        self._drop_kind = kind
         self._discarding = True
         self._partial = bytearray()  # _plen keeps counting the line's bytes
         self._data = bytearray()

@@ -13,15 +13,22 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import limits
-from .classify import Outcome, Verdict, classify_answer
+from .classify import Outcome, Verdict, event_type_ok, violation
 from .decode import event_value
 from .exchanges import Exchange, PendingRequest, StreamState
 from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response
 from .lifecycle import Cause
-from .sse import SseAnomaly, SseEvent
+from .notes import Note
+from .record import NoteCode
+from .records import record_of
+from .sse import EVENT_OVER_BUDGET, EVENT_OVER_CAP, SseAnomaly, SseEvent
+
+#: A server's SSE event type is kept in a note at most this long.
+MAX_EVENT_TYPE_CHARS = 80
 
 if TYPE_CHECKING:
     from .exchanges import Parked
+    from .finished import FinishedRequest
     from .sessions import Session, SessionBook
     from .settings import Settings
     from .waiting import WaitingRoom
@@ -36,13 +43,17 @@ class StreamReading:
         sessions: SessionBook
 
         def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None: ...
+        def _judge(self, x: Exchange, p: PendingRequest, answer: object) -> Verdict: ...
+        def _conclude_request(
+            self, x: Exchange, p: PendingRequest, ts: float, *, answered: bool
+        ) -> FinishedRequest: ...
         def _answer_parked(
             self, parked: Parked, msg: dict[str, Any], ts: float
         ) -> list[dict[str, Any]]: ...
         def _park(
             self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
         ) -> list[dict[str, Any]]: ...
-        def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict]: ...
+        def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict[str, Any]]: ...
         def _finish(self, x: Exchange, ts: float) -> list[dict[str, Any]]: ...
 
     def _chunk(self, x: Exchange, data: bytes, ts: float) -> list[dict[str, Any]]:
@@ -52,8 +63,7 @@ class StreamReading:
         if s is None or not s.decoder.readable or not data:
             return []
         items = s.decoder.feed(data)
-        if not s.decoder.readable:
-            assert s.decoder.failure is not None
+        if s.decoder.failure is not None:  # this chunk made the stream unreadable
             x.notes.add_note(s.decoder.failure)
             return []
         records: list[dict[str, Any]] = []
@@ -65,7 +75,7 @@ class StreamReading:
         self, x: Exchange, s: StreamState, item: SseEvent | SseAnomaly, ts: float
     ) -> list[dict[str, Any]]:
         if isinstance(item, SseAnomaly):
-            if item.kind == "event_over_cap":
+            if item.kind in (EVENT_OVER_CAP, EVENT_OVER_BUDGET):
                 s.skipped_event = True
             x.notes.repeat(f"sse_{item.kind}", item.skipped_bytes)
             return []
@@ -78,6 +88,8 @@ class StreamReading:
             return []
         if not item.data:
             return []  # priming events and keep-alives carry no message
+        if not event_type_ok(item.event):
+            return self._hidden_answer(x, s, item, ts)
         value = event_value(item.data)
         if value is NOT_JSON:
             s.saw_not_json = True
@@ -88,15 +100,52 @@ class StreamReading:
             records += self._stream_message(x, s, msg, ts)
         return records
 
+    def _hidden_answer(
+        self, x: Exchange, s: StreamState, item: SseEvent, ts: float
+    ) -> list[dict[str, Any]]:
+        """An event whose type is not `message`: clients skip it, so an answer in it never
+        reaches them. Remembered as the reason, never taken as the answer."""
+        value = event_value(item.data)
+        records: list[dict[str, Any]] = []
+        for msg in value if isinstance(value, list) else [value]:
+            if not is_response(msg) or not isinstance(msg, dict):
+                continue
+            s.saw_jsonrpc = True  # MCP, if sent wrongly
+            why = Note(NoteCode.SSE_EVENT_TYPE, item.event[:MAX_EVENT_TYPE_CHARS])
+            p = self._addressee(x, msg)
+            if p is not None and p.verdict is None:
+                s.wrong_event = s.wrong_event or why
+                continue
+            parked = self._waiting.claim((x.session.key, id_key(msg.get("id"))))
+            if parked is not None:
+                # The 2024-11-05 answer its client was waiting for, in an event it skips.
+                parked.p.verdict = violation(why)
+                records.append(
+                    record_of(self._conclude_request(parked.x, parked.p, ts, answered=True))
+                )
+        # A feed of custom event types and no JSON-RPC is no MCP stream: stop reading it.
+        self._give_up_on_foreign_stream(x, s)
+        return records
+
+    @staticmethod
+    def _addressee(x: Exchange, msg: dict[str, Any]) -> PendingRequest | None:
+        """The request of this exchange an answer on its stream is for. An error with no
+        id (or null: the server could not read the request's) goes to the first request
+        still unanswered, as a client pairs it with the request of its stream."""
+        p = x.by_id.get(id_key(msg.get("id")))
+        if p is None and msg.get("id") is None and "error" in msg and x.kind == "request":
+            p = next((q for q in x.requests if q.verdict is None), None)
+        return p
+
     def _stream_message(
         self, x: Exchange, s: StreamState, msg: object, ts: float
     ) -> list[dict[str, Any]]:
         if is_response(msg):
             assert isinstance(msg, dict)
             s.saw_jsonrpc = True
-            p = x.by_id.get(id_key(msg.get("id")))
+            p = self._addressee(x, msg)
             if p is not None and p.verdict is None:
-                p.verdict = classify_answer(p.method, p.rpc_id, msg)
+                p.verdict = self._judge(x, p, msg)
                 self._learn(x, p, msg)
                 return []
             if p is None:
@@ -138,12 +187,17 @@ class StreamReading:
             query = parse_qs(urlsplit(data.strip()).query)
         except ValueError:  # not a URL at all (`http://[x/…`): no session to learn
             return
-        found = (query.get("session_id") or query.get("sessionId") or [None])[0]
+        found = next(iter(query.get("session_id") or query.get("sessionId") or []), None)
         if found:
             s.saw_jsonrpc = True
             x.session.get_streams = max(0, x.session.get_streams - 1)
+            if s.endpoint:
+                x.session.legacy_streams = max(0, x.session.legacy_streams - 1)
             x.session = self.sessions.real(found, ts)
             x.session.get_streams += 1
+            # While this stream is open, the session's POSTs are answered on it.
+            x.session.legacy_streams += 1
+            s.endpoint = True
             x.session.protocol_version = x.session.protocol_version or "2024-11-05"
 
     def _stream_closed(self, x: Exchange, how: str, ts: float) -> list[dict[str, Any]]:
@@ -155,6 +209,9 @@ class StreamReading:
             for item in s.decoder.end():
                 records += self._stream_item(x, s, item, ts)
         if x.kind == "stream":
+            if s is not None and s.endpoint:
+                s.endpoint = False
+                x.session.legacy_streams = max(0, x.session.legacy_streams - 1)
             records += self._orphan_legacy_requests(x.session, ts)
         elif (
             x.kind == "request"
@@ -162,6 +219,7 @@ class StreamReading:
             and s.saw_event_id
             and x.status is not None
             and 200 <= x.status < 300
+            and x.fault is None  # a client that discarded the stream resumes nothing
             and not (x.protocol_version or "").startswith("2026")
         ):
             # 2025-11-25 polling: a stream with event ids may resume on a GET; the story
@@ -175,6 +233,8 @@ class StreamReading:
         """No answer arrived on the stream for a request: say the most specific thing."""
         if not s.decoder.readable or s.skipped_event:
             return Verdict(Outcome.UNINSPECTED)
+        if s.wrong_event is not None:
+            return violation(s.wrong_event)
         if s.has_unexpected_id:
             # One note per exchange, not one per request of a batch.
             x.notes.add_once("unexpected_response_id", s.unexpected_id)

@@ -8,9 +8,9 @@ makes is one of `lifecycle.TRANSITIONS` (one table, in the spirit of h11's `_sta
 its flow waits for headers, then for a buffered body or a stream, and ends exactly once,
 by its body, the end of its stream, an error or the proxy stopping. A request may then
 wait beyond its flow (`waiting.py`): *parked* for an answer on a GET stream of the same
-session (a 2024-11-05 `202`; a 2025-11-25 stream that ended after an event id), or
-*held* when it was a rejected version probe, until the client's next POST says whether
-that was negotiation.
+session (a 2024-11-05 `202` while the session's endpoint stream is open; a 2025-11-25
+stream that ended after an event id), or *held* when it was a rejected version probe,
+until the client's next POST says whether that was negotiation.
 
 Finishing is one path (`_finish` -> `_conclude_*`): the exchange's state is copied into
 a frozen value (`finished.py`), the books learn from it explicitly (`retries.finish`,
@@ -32,9 +32,26 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from .classify import Outcome, Verdict, classify_answer, http_error
+from .budget import BufferBudget
+from .classify import (
+    Outcome,
+    Verdict,
+    answer_form_fault,
+    batch_allowed,
+    classify_answer,
+    http_error,
+    violation,
+)
 from .conclude import Concluding
-from .decode import StreamDecoder, answer_value, media_type, post_messages
+from .decode import (
+    StreamDecoder,
+    answer_value,
+    content_coding,
+    has_bom,
+    media_type,
+    post_messages,
+    unread_body_note,
+)
 from .events import (
     Event,
     FlowFailed,
@@ -45,11 +62,20 @@ from .events import (
     ResponseStarted,
     StreamChunk,
     StreamEnded,
+    Tick,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
 from .finished import Finished, FinishedRequest, flow_of
 from .identify import Agent, Identifier, host
-from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response, tool_of
+from .jsonrpc import (
+    NOT_JSON,
+    id_key,
+    is_notification,
+    is_request,
+    is_response,
+    prompt_of,
+    tool_of,
+)
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, step
 from .records import record_of
 from .retries import (
@@ -78,9 +104,14 @@ class Tracker(Concluding, StreamReading):
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings or Settings()
         self._exchanges: OrderedDict[str, Exchange] = OrderedDict()
-        self.sessions = SessionBook(self._settings.raw_session_ids, self._settings.max_sessions)
+        self.sessions = SessionBook(
+            self._settings.raw_session_ids,
+            self._settings.max_sessions,
+            self._settings.session_idle_s,
+        )
         self.retries = RetryBook()
         self.safety = ToolSafetyBook()
+        self.buffers = BufferBudget(self._settings.max_buffered_bytes)
         self._waiting = WaitingRoom(self._settings)
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
@@ -96,6 +127,9 @@ class Tracker(Concluding, StreamReading):
     def settings(self, value: Settings) -> None:
         self._settings = value
         self.sessions.raw_ids = value.raw_session_ids
+        self.sessions.max_sessions = value.max_sessions
+        self.sessions.idle_s = value.session_idle_s
+        self.buffers.limit = value.max_buffered_bytes
         self._waiting.settings = value
         self._who.max_agents = value.max_sessions
 
@@ -137,18 +171,29 @@ class Tracker(Concluding, StreamReading):
 
     def handle(self, event: Event) -> list[dict[str, Any]]:
         """Advance the state with one event; return the records it finished (maybe none)."""
+        records = self._handle(event)
+        if self.sessions.dropped:
+            # Sessions the book's cap pushed out while it took this event: their end is
+            # written now, not at shutdown.
+            records += self._end_sessions(self.sessions.take_dropped(), event.ts)
+        return records
+
+    def _handle(self, event: Event) -> list[dict[str, Any]]:
         if isinstance(event, PostReceived):
             return self._expire(event.ts) + self._post(event)
         if isinstance(event, OtherRequest):
             return self._expire(event.ts) + self._other(event)
         if isinstance(event, ProxyStopping):
             return self._stop(event)
+        if isinstance(event, Tick):
+            return self._expire(event.ts)
         x = self._exchanges.get(event.flow)
         if x is None:
             return []  # not MCP, or already written (an error hook after shutdown)
+        self.sessions.touch(x.session, event.ts)
         nxt = TRANSITIONS[x.phase].get(type(event))
         if nxt is None:
-            step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
+            nxt = step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
         if nxt is not Phase.DONE:
             x.phase = nxt  # DONE is entered by `_finish` alone, once
         if isinstance(event, StreamChunk):
@@ -213,12 +258,16 @@ class Tracker(Concluding, StreamReading):
             x.notes.add("batch", len(messages))
         if any(m.get("method") == "subscriptions/listen" for m in requests):
             x.notes.add("subscription")  # long by design: not slow, not hung
+        if has_bom(ev.body):
+            x.notes.add("request_bom")  # the server may have read it, or refused it
         self._exchanges[ev.flow] = x
         return records
 
     def _open_request(self, x: Exchange, msg: dict[str, Any], version: str | None) -> None:
         method, params = msg["method"], msg.get("params")
         p = PendingRequest(msg["id"], method, tool_of(msg), self._take_record_id())
+        p.prompt = prompt_of(msg)
+        p.task = isinstance(params, dict) and isinstance(params.get("task"), dict)
         if self._settings.record_bodies:
             p.message = msg
         if p.method == "tools/call":
@@ -297,6 +346,9 @@ class Tracker(Concluding, StreamReading):
         x.status = ev.status
         x.content_type = media_type(ev.headers.get("content-type"))
         x.retry_after = ev.headers.get("retry-after")
+        x.content_coding = content_coding(ev.headers.get("content-encoding"))
+        if x.kind == "request":
+            x.fault = answer_form_fault(ev.status, x.content_type)
         issued = ev.headers.get("mcp-session-id")
         if issued and x.kind == "request" and any(p.method == "initialize" for p in x.requests):
             self._adopt_session(x, issued)
@@ -312,9 +364,7 @@ class Tracker(Concluding, StreamReading):
             # (and a JSON-RPC error among them) are worth recording.
             if x.kind == "stream":
                 x.session.get_streams += 1
-            decoder = StreamDecoder(
-                ev.headers.get("content-encoding"), self._settings.max_event_bytes
-            )
+            decoder = StreamDecoder(x.content_coding, self._settings.max_event_bytes, self.buffers)
             x.stream = StreamState(decoder, ev.framed)
             if decoder.failure is not None:
                 x.notes.add_note(decoder.failure)
@@ -345,44 +395,55 @@ class Tracker(Concluding, StreamReading):
             for p in x.requests:
                 p.verdict = verdict
             return []
-        answer = answer_value(ev.body)
-        if x.status == 202 and not _is_answer(answer):
-            # 2024-11-05: "Accepted" (SDKs send that word as the body); the answer will
-            # come on the session's GET stream.
-            records: list[dict[str, Any]] = []
+        if x.fault is not None:
+            if x.session.legacy_streams:
+                # 2024-11-05: the POST is only acknowledged ("Accepted"); the answer
+                # comes on the session's GET stream (a client reads nothing else).
+                records: list[dict[str, Any]] = []
+                for p in x.requests:
+                    records += self._park(x, p, ev.ts, Cause.ACCEPTED)
+                return records
+            # The client rejects or discards this answer whatever it says.
+            verdict = violation(x.fault, http_error(ev.body))
             for p in x.requests:
-                records += self._park(x, p, ev.ts, Cause.ACCEPTED)
-            return records
+                p.verdict = verdict
+            return []
         if ev.body is None:
             # Over the cap, undecodable, or streamed past the addon unseen (size 0).
-            if ev.body_size:
-                x.notes.add("body_over_cap", ev.body_size)
-            else:
-                x.notes.add("body_unseen")
+            x.notes.add_note(
+                unread_body_note(ev.body_size, x.content_coding, self._settings.max_body_bytes)
+            )
             for p in x.requests:
                 p.verdict = Verdict(Outcome.UNINSPECTED)
             return []
+        answer = answer_value(ev.body)
         if not ev.body:
             x.notes.add("empty_body")
-        if len(x.requests) == 1 and not isinstance(answer, list):
+        single = len(x.requests) == 1
+        if single and (not isinstance(answer, list) or not batch_allowed(x.protocol_version)):
+            # An array answers one request only where batches exist (2025-03-26); else
+            # the judge calls it what it is.
             p = x.requests[0]
-            p.verdict = classify_answer(p.method, p.rpc_id, answer)
+            p.verdict = self._judge(x, p, answer)
             self._learn(x, p, answer)
             return []
         # A batch: each answer finds its request by id.
         answers = answer if isinstance(answer, list) else [answer]
         for msg in answers:
             if is_response(msg) and isinstance(msg, dict):
-                p = x.by_id.get(id_key(msg.get("id")))
-                if p is not None and p.verdict is None:
-                    p.verdict = classify_answer(p.method, p.rpc_id, msg)
-                    self._learn(x, p, msg)
+                asked = x.by_id.get(id_key(msg.get("id")))
+                if asked is not None and asked.verdict is None:
+                    asked.verdict = self._judge(x, asked, msg)
+                    self._learn(x, asked, msg)
         for p in x.requests:
             if p.verdict is None:
-                p.verdict = classify_answer(
-                    p.method, p.rpc_id, answer if answer is NOT_JSON else None
-                )
+                p.verdict = self._judge(x, p, answer if answer is NOT_JSON else None)
         return []
+
+    @staticmethod
+    def _judge(x: Exchange, p: PendingRequest, answer: object) -> Verdict:
+        """The verdict on `answer` to `p`, by the rules of the exchange's version."""
+        return classify_answer(p.method, p.rpc_id, answer, version=x.protocol_version, task=p.task)
 
     def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None:
         """What an answer teaches: the negotiated version, the tools' annotations."""
@@ -400,7 +461,9 @@ class Tracker(Concluding, StreamReading):
 
     # -- parked requests ----------------------------------------------------------------
 
-    def _park(self, x: Exchange, p: PendingRequest, ts: float, cause: Cause) -> list[dict]:
+    def _park(
+        self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
+    ) -> list[dict[str, Any]]:
         """Wait for `p`'s answer on another stream (it may even be there already)."""
         step(x.phase, cause, x.flow)
         p.via_stream = True
@@ -413,9 +476,11 @@ class Tracker(Concluding, StreamReading):
             return self._finish_parked(evicted, ts, "evicted_parked_cap")
         return []
 
-    def _answer_parked(self, parked: Parked, msg: dict[str, Any], ts: float) -> list[dict]:
+    def _answer_parked(
+        self, parked: Parked, msg: dict[str, Any], ts: float
+    ) -> list[dict[str, Any]]:
         p, x = parked.p, parked.x
-        p.verdict = classify_answer(p.method, p.rpc_id, msg)
+        p.verdict = self._judge(x, p, msg)
         p.resumed = parked.resumable
         self._learn(x, p, msg)
         return [self._record(self._conclude_request(x, p, ts, answered=True))]
@@ -432,9 +497,10 @@ class Tracker(Concluding, StreamReading):
         return records
 
     def _expire(self, now: float) -> list[dict[str, Any]]:
+        idle = self.sessions.idle(now)  # one comparison, unless a session may be idle
+        records = self._end_sessions(idle, now) if idle else []
         if not self._waiting.parked and not self._waiting.unclaimed:
-            return []  # the usual case, on every request and every stream chunk
-        records: list[dict[str, Any]] = []
+            return records  # the usual case, on every request and every stream chunk
         for parked in self._waiting.expire(now):
             records += self._finish_parked(parked, now, "not_resumed")
         return records
@@ -475,6 +541,14 @@ class Tracker(Concluding, StreamReading):
             records.append(self._record(self._conclude_session(session, None, ev.ts, ev.ts, None)))
         return records
 
+    def _end_sessions(self, sessions: list[Session], now: float) -> list[dict[str, Any]]:
+        """The `session_end` of sessions that ended idle or were forgotten past the cap:
+        `ts` is their last traffic, `durationMs` how long after it they were ended."""
+        return [
+            self._record(self._conclude_session(s, None, min(s.last_seen, now), now, None))
+            for s in sessions
+        ]
+
     def _finish_all_parked(self, ts: float) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for parked in self._waiting.drain_parked():
@@ -497,6 +571,8 @@ class Tracker(Concluding, StreamReading):
         """Write what this exchange still owes. Called once per exchange."""
         self._exchanges.pop(x.flow, None)
         phase, x.phase = x.phase, Phase.DONE
+        if x.stream is not None:
+            x.stream.decoder.release()  # its bytes leave the budget with it
         finished: list[Finished] = []
         if x.kind == "session_end":
             finished.append(self._conclude_delete(x, ts))
@@ -536,12 +612,6 @@ class Tracker(Concluding, StreamReading):
         if not self._waiting.held:
             return []  # the usual case, on every POST
         return [self._record(f, negotiation) for f in self._waiting.release(agent, why)]
-
-
-def _is_answer(value: object) -> bool:
-    """A JSON-RPC answer (or a batch of them), as opposed to an acknowledgement."""
-    items = value if isinstance(value, list) else [value]
-    return bool(items) and all(is_response(m) for m in items)
 
 
 def _is_negotiation_candidate(f: Finished) -> bool:

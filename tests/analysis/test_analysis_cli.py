@@ -121,7 +121,6 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.usefixtures("decoder")
 @pytest.mark.parametrize(("name", "status", "stderr"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 def test_bad_inputs(name: str, status: ExitStatus, stderr: str) -> None:
     path = FIXTURES / name
@@ -283,7 +282,61 @@ def test_console_script_uses_worker_processes_on_big_inputs(tmp_path: Path) -> N
     assert [r["calls"] for r in rows] == [r["calls"] * copies for r in one]
 
 
-@pytest.mark.usefixtures("decoder")
+# --------------------------------------------------------------------- sql, query, export
+
+
+@pytest.mark.parametrize("dialect", ["duckdb", "spark", "clickhouse", "bigquery", "trino"])
+def test_sql_prints_every_figure_in_each_dialect(dialect: str) -> None:
+    result = invoke("sql", "--dialect", dialect)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("-- the records table\nCREATE TABLE records (")
+    for figure in ("summary", "retries:", "sessions", "show"):
+        assert f"\n-- {figure}" in result.stdout
+    assert "retryOf" in result.stdout and "_seq" in result.stdout
+
+
+def test_the_printed_queries_run_on_duckdb(tmp_path: Path) -> None:
+    import duckdb
+
+    text = invoke("sql", "retries").stdout
+    con = duckdb.connect()
+    statements = [s for s in text.split(";\n") if s.strip()]
+    con.execute(statements[0])  # the DDL
+    for s in statements[1:]:
+        con.execute(s).fetchall()
+
+
+def test_query_runs_users_sql_in_every_format() -> None:
+    sql = "SELECT client, count(*) AS n FROM records WHERE kind = 'request' GROUP BY 1 ORDER BY 1"
+    got = json.loads(invoke("query", sql, SYNTHETIC, "--format", "json").stdout)
+    records = [json.loads(line) for line in SYNTHETIC.read_text().splitlines()]
+    want: dict[str, int] = {}
+    for r in records:
+        if r["kind"] == "request":
+            want[r["client"]] = want.get(r["client"], 0) + 1
+    assert got == [{"client": c, "n": n} for c, n in sorted(want.items())]
+    assert invoke("query", sql, SYNTHETIC, "--format", "csv").stdout.startswith("client,n\n")
+    bad = invoke("query", "SELECT nope FROM records", SYNTHETIC)
+    assert bad.exit_code == ExitStatus.USAGE_ERROR
+
+
+def test_export_parquet_reads_back_every_record(tmp_path: Path) -> None:
+    import duckdb
+
+    out = tmp_path / "pq"
+    result = invoke("export", "--parquet", out, SYNTHETIC, BASELINE)
+    assert result.exit_code == 0, result.stderr
+    days = sorted(p.name for p in out.iterdir())
+    assert days and all(d.startswith("day=") for d in days)
+    lines = len(SYNTHETIC.read_bytes().splitlines())
+    lines += len(gzip.decompress(BASELINE.read_bytes()).splitlines())
+    got = duckdb.sql(
+        f"SELECT count(*), count(DISTINCT _src), typeof(any_value(httpStatuses)) "
+        f"FROM read_parquet('{out}/**/*.parquet', hive_partitioning = true)"
+    ).fetchall()
+    assert got == [(lines, 2, "BIGINT[]")]
+
+
 @pytest.mark.parametrize("name", ["wrong_schema.jsonl", "README"])
 def test_an_input_that_is_mostly_not_records_exits_2(name: str) -> None:
     path = FIXTURES / name if name != "README" else Path(__file__).parents[2] / "README.md"

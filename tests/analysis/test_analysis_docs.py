@@ -32,18 +32,16 @@ def test_every_format_is_documented() -> None:
         assert f"`{fmt.value}`" in DOC
 
 
-def test_analysis_works_without_mitmproxy_or_msgspec() -> None:
-    # The CLI must run where neither is installed (runtime deps: orjson and click only):
+def test_analysis_works_without_mitmproxy_or_pyspark() -> None:
+    # The CLI must run where neither is installed (pyspark is the `spark` extra's):
     # make importing them fail.
     code = (
-        "import sys; sys.modules['mitmproxy'] = None; sys.modules['msgspec'] = None\n"
+        "import sys; sys.modules['mitmproxy'] = None; sys.modules['pyspark'] = None\n"
         "import pkgutil, importlib, mcp_layers_analysis\n"
         "for m in pkgutil.iter_modules(mcp_layers_analysis.__path__):\n"
         "    importlib.import_module('mcp_layers_analysis.' + m.name)\n"
         "from mcp_layers_analysis.cli import main\n"
         f"sys.argv = ['mcp-layers', 'summary', {str(ROOT / 'tests/analysis/fixtures/synthetic.jsonl')!r}]\n"
-        "from mcp_layers_analysis import records\n"
-        "assert not records.msgspec_available()\n"
         "main()\n"
     )
     done = subprocess.run(

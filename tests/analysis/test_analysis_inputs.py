@@ -13,12 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mcp_layers_analysis.errors import InputError
 from mcp_layers_analysis.inputs import (
-    Source,
     TruncatedStream,
-    count_lines,
     expand,
-    range_tasks,
-    read_range,
     stream_blocks,
 )
 
@@ -73,41 +69,6 @@ def test_gzip_is_recognised_by_content_not_name(tmp_path: Path) -> None:
     assert not plain.compressed and plain.splittable
 
 
-@settings(max_examples=200, deadline=None)
-@given(lines=lines_st, range_bytes=st.integers(1, 200), terminated=st.booleans())
-def test_ranges_cover_the_file_at_line_boundaries(
-    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], range_bytes: int, terminated: bool
-) -> None:
-    data = b"\n".join(lines) + (b"\n" if terminated and lines else b"")
-    path = tmp_path_factory.mktemp("r") / "f.jsonl"
-    path.write_bytes(data)
-    source = Source(str(path), str(path), False, len(data))
-    tasks = range_tasks(source, 0, 10, range_bytes)
-    assert [t.number for t in tasks] == list(range(10, 10 + len(tasks)))
-    assert b"".join(data[t.offset : t.end] for t in tasks) == data
-    for t in tasks:
-        assert t.offset == 0 or data[t.offset - 1 : t.offset] == b"\n"
-    assert [t.final for t in tasks] == [False] * (len(tasks) - 1) + [True]
-
-
-@settings(max_examples=200, deadline=None)
-@given(lines=lines_st, block=st.integers(1, 64), start_line=st.integers(0, 5))
-def test_read_range_gives_whole_lines(
-    tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], block: int, start_line: int
-) -> None:
-    data = b"".join(line + b"\n" for line in lines)
-    path = tmp_path_factory.mktemp("r") / "f.jsonl"
-    path.write_bytes(data)
-    start = len(b"".join(line + b"\n" for line in lines[:start_line]))
-    got = []
-    for offset, view in read_range(str(path), start, len(data), block):
-        chunk = bytes(view)
-        assert data[offset : offset + len(chunk)] == chunk
-        assert chunk.endswith(b"\n")
-        got.append(chunk)
-    assert b"".join(got) == data[start:]
-
-
 class Trickle(io.RawIOBase):
     """A stream that gives at most `piece` bytes per read, as a pipe may."""
 
@@ -151,10 +112,3 @@ def test_a_gzip_cut_short_is_read_as_far_as_it_goes() -> None:
         for _, b, _ in stream_blocks(stream, 1024):
             got.append(b)
     assert b"".join(got).count(b"\n") > 5
-
-
-def test_count_lines(tmp_path: Path) -> None:
-    path = tmp_path / "f.jsonl.gz"
-    path.write_bytes(gzip.compress(b"a\nb\nc\n"))
-    src = expand([str(path)])[0]
-    assert [count_lines(src, n) for n in (0, 1, 2, 4, 6)] == [0, 0, 1, 2, 3]

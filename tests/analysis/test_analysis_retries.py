@@ -10,10 +10,8 @@ import analysis_oracle as oracle
 import orjson
 import pytest
 from analysis_helpers import BASELINE, LEGACY, SYNTHETIC, invoke
-from mcp_layers_analysis import engine, inputs
-from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis import inputs
 from mcp_layers_analysis.histogram import RELATIVE_ERROR
-from mcp_layers_analysis.retries import Linker, RetriesJob, all_figures
 
 
 def retries_rows(*args: Any) -> list[dict[str, Any]]:
@@ -82,7 +80,6 @@ def check(
     assert set(seen) == {g for g, f in figs.items() if f["calls"]}
 
 
-@pytest.mark.usefixtures("decoder")
 @pytest.mark.parametrize("path", [SYNTHETIC, BASELINE], ids=lambda p: p.name)
 def test_retries_match_oracle(path: Path) -> None:
     check(retries_rows(path), oracle.retries([oracle.load(path)]))
@@ -147,12 +144,12 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
-def figures_of(path: Path | list[Path], **run: Any) -> dict[str, Any]:
-    job = RetriesJob(("client",), Filters())
+def figures_of(path: Path | list[Path]) -> dict[str, Any]:
+    """Figure name -> (value, of), as `retries` prints them for the one client."""
     paths = path if isinstance(path, list) else [path]
-    engine.run(job, inputs.expand([str(p) for p in paths]), jobs=1, warn=print, **run)
-    ((_, figs),) = all_figures(job).items()
-    return {f.name: (f.value, f.of) for f in figs}
+    rows = retries_rows(*paths)
+    assert {r["client"] for r in rows} == {"c@1"}
+    return {r["figure"]: (r["value"], r["of"]) for r in rows}
 
 
 CHAIN = [
@@ -228,13 +225,6 @@ def test_links_on_a_hand_made_recording(tmp_path: Path) -> None:
     assert got["continued results whose chain completed"] == (2, 2)  # via 9's resend
 
 
-@pytest.mark.parametrize("range_bytes", [1, 300, 700, 1500, 4000])
-def test_links_cross_task_boundaries(tmp_path: Path, range_bytes: int) -> None:
-    path = write_jsonl(tmp_path / "r.jsonl", CHAIN)
-    whole = figures_of(path)
-    assert figures_of(path, range_bytes=range_bytes, block_bytes=512) == whole
-
-
 def test_concatenated_recordings_restart_ids(tmp_path: Path) -> None:
     # Two runs' files joined: ids restart at 1, so id 2 of the second is not id 2 of the
     # first (whose retry, id 3 in the second file, must not be linked to the first's 2).
@@ -245,7 +235,7 @@ def test_concatenated_recordings_restart_ids(tmp_path: Path) -> None:
         rec(3, "JSONRPC_ERROR", attempt=2, retryOf=2, retryOrigin="reissue"),
     ]
     joined = write_jsonl(tmp_path / "joined.jsonl", first + second)
-    got = figures_of(joined, range_bytes=200, block_bytes=256)
+    got = figures_of(joined)
     assert got["futile retries (-32602 repeated)"] == (1, 2)  # only the first file's
     assert got["failed calls retried: TOOL_ERROR"] == (1, 1)
     separate = figures_of(
@@ -254,36 +244,11 @@ def test_concatenated_recordings_restart_ids(tmp_path: Path) -> None:
     assert got == separate
 
 
-def test_link_state_is_bounded() -> None:
-    linker = Linker(max_candidates=3, max_sessions=2)
-    from mcp_layers_analysis.retries import TaskPart
-
-    events = [
-        (0, i, "g", True, "HTTP_ERROR", None, None, None, f"s{i}", None, True) for i in range(1, 50)
-    ]
-    linker.take(TaskPart(events, 0))
-    assert len(linker.candidates) == 3
-    assert len(linker.ended) == 2
-    # A retry of a forgotten attempt is not counted as a retry of it; a recent one is.
-    linker.take(
-        TaskPart(
-            [
-                (0, 50, "g", True, "SUCCESS", None, 1, None, "s", None, False),
-                (0, 51, "g", True, "SUCCESS", None, 49, None, "s", None, False),
-            ],
-            0,
-        )
-    )
-    assert linker.links["g"].retried == {"HTTP_ERROR": 1}
-
-
 def test_ids_out_of_order_within_a_recording_are_one_run(tmp_path: Path) -> None:
     # The addon numbers records as requests arrive and writes them as they end: a slow
     # call's record comes after faster later ones. That is not a new run.
     out_of_order = [CHAIN[0], CHAIN[3], CHAIN[2 - 1], CHAIN[2], CHAIN[4], CHAIN[5]]
-    got = figures_of(
-        write_jsonl(tmp_path / "r.jsonl", out_of_order), range_bytes=300, block_bytes=256
-    )
+    got = figures_of(write_jsonl(tmp_path / "r.jsonl", out_of_order))
     assert got["futile retries (-32602 repeated)"] == (1, 3)
     assert got["failed calls retried: HTTP_ERROR"] == (1, 1)
 

@@ -46,7 +46,6 @@ def check_against_oracle(
     assert got_keys == set(want)
 
 
-@pytest.mark.usefixtures("decoder")
 @pytest.mark.parametrize("path", [SYNTHETIC, BASELINE, LEGACY], ids=lambda p: p.name)
 def test_summary_matches_oracle(path: Path) -> None:
     check_against_oracle(summary_rows(path), oracle.load(path))

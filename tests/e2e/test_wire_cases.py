@@ -280,6 +280,8 @@ class Seed:
     #: Expected notes over JSON / over SSE (UNCHECKED where the doc leaves them open).
     notes_json: Any = ()
     notes_sse: Any = ()
+    #: The version the request speaks (`resultType` exists only from 2026-07-28 on).
+    protocol: str = PROTOCOL
 
 
 WRONG_ID_OFFSET = 1000
@@ -320,6 +322,7 @@ SEEDS = [
         }},
         # isError is not a field of an InputRequiredResult; the doc does not pin it.
         "INPUT_REQUIRED", "interaction", result_type="input_required", is_error=UNCHECKED,
+        protocol="2026-07-28",
     ),
     Seed(
         "legacy_resultType_absent", 200,
@@ -357,7 +360,7 @@ def check_seed_record(
         "layer": seed.layer,
         "httpStatuses": [seed.status],
         "contentType": "application/json" if transport == "json" else "text/event-stream",
-        "protocolVersion": PROTOCOL,
+        "protocolVersion": seed.protocol,
         "client": None,
         "postCount": 1,
     }
@@ -405,7 +408,7 @@ def test_seed_case(
         # Its record may wait for a resumption: a proxy of its own, stopped to end the story.
         upstream.script([reply])
         with Proxy(upstream.port, tmp_path) as own:
-            got = post_once(own.port, json_bytes(request), request_headers(session))
+            got = post_once(own.port, json_bytes(request), request_headers(session, seed.protocol))
             [sent] = upstream.wait_sent(1)
             own.stop()
         # Stopping also ends the session (a `session_end` record): not this POST's record.
@@ -413,7 +416,7 @@ def test_seed_case(
         text = own.text()
     else:
         wire.script([reply])
-        got = wire.post(request, request_headers(session))
+        got = wire.post(request, request_headers(session, seed.protocol))
         [sent] = upstream.wait_sent(1)
         records, text = wire.records(), wire.proxy.text()
 

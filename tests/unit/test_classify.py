@@ -13,6 +13,7 @@ from mcp_layers_core.classify import (
     classify_answer,
     classify_body,
 )
+from mcp_layers_core.notes import Note
 
 GOOD = {
     "jsonrpc": "2.0",
@@ -167,7 +168,7 @@ def test_error_without_id_keeps_the_code_and_says_so() -> None:
     verdict = classify_answer(
         "tools/call", 1, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "bad"}}
     )
-    assert verdict == Verdict(Outcome.JSONRPC_ERROR, -32600, "bad", note="error_without_id")
+    assert verdict == Verdict(Outcome.JSONRPC_ERROR, -32600, "bad", note=Note("error_without_id"))
 
 
 def test_other_methods_are_success_or_invalid_result() -> None:
@@ -210,3 +211,66 @@ def test_no_status_is_no_response() -> None:
 @pytest.mark.parametrize("raw", [b"", b"   ", b"\xff\xfe\x00", b"[" * 100_000, b'{"a":' * 50_000])
 def test_bodies_that_are_not_json_never_raise(raw: bytes) -> None:
     assert classify_body("tools/call", 1, 200, raw).outcome in {Outcome.MALFORMED_JSON}
+
+
+# -- issue 18: what the client saw ---------------------------------------------------------
+
+
+def test_answer_form_fault_names_the_cause() -> None:
+    from mcp_layers_core.classify import answer_form_fault, event_type_ok
+
+    assert answer_form_fault(200, "application/json") is None
+    assert answer_form_fault(200, "text/event-stream") is None
+    assert answer_form_fault(200, None) == Note("no_content_type")
+    assert answer_form_fault(200, "text/html") == Note("content_type", "text/html")
+    assert answer_form_fault(202, "application/json") == Note("202_for_request")
+    assert answer_form_fault(500, "text/html") is None  # HTTP_ERROR decides that one
+    assert event_type_ok("message") and not event_type_ok("Message")
+    assert not event_type_ok("result")
+
+
+def test_result_type_means_something_only_from_2026() -> None:
+    mrtr = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required"}}
+    # No inputRequests nor requestState: the spec's MUST is broken.
+    assert classify_answer("tools/call", 1, mrtr).outcome is Outcome.INVALID_TOOL_RESULT
+    with_state = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required",
+                                                        "requestState": "s"}}  # fmt: skip
+    assert classify_answer("tools/call", 1, with_state).outcome is Outcome.INPUT_REQUIRED
+    legacy = {"jsonrpc": "2.0", "id": 1, "result": {"resultType": "input_required",
+              "content": [{"type": "text", "text": "x"}]}}  # fmt: skip
+    verdict = classify_answer("tools/call", 1, legacy, version="2025-11-25")
+    assert verdict.outcome is Outcome.TOOL_SUCCESS
+    assert verdict.result_type == "input_required"  # recorded, not judged
+
+
+def test_create_task_result_only_for_a_task_augmented_call() -> None:
+    task = {"jsonrpc": "2.0", "id": 1, "result": {"task": {"taskId": "t", "status": "working"}}}
+    verdict = classify_answer("tools/call", 1, task, version="2025-11-25", task=True)
+    assert verdict == Verdict(Outcome.SUCCESS, result_type="complete", note=Note("task_created"))
+    assert classify_answer("tools/call", 1, task).outcome is Outcome.INVALID_TOOL_RESULT
+
+
+def test_batches_only_in_2025_03_26() -> None:
+    answer = [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+    assert classify_answer("ping", 1, answer, version="2025-06-18") == Verdict(
+        Outcome.INVALID_ENVELOPE, note=Note("batch_answer", "2025-06-18")
+    )
+
+
+def test_required_members_and_2026_cache_directives() -> None:
+    bare = {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
+    assert classify_answer("tools/list", 1, bare, version="2025-11-25").outcome is Outcome.SUCCESS
+    assert classify_answer("tools/list", 1, bare, version="2026-07-28") == Verdict(
+        Outcome.INVALID_RESULT, result_type="complete", note=Note("result_missing", "ttlMs")
+    )
+    empty = {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert classify_answer("initialize", 1, empty).note == Note("result_missing", "protocolVersion")
+
+
+def test_big_ids_stay_exact() -> None:
+    from mcp_layers_core.jsonrpc import same_id, try_loads
+
+    a = try_loads(b'{"id": 18446744073709551617}')["id"]
+    b = try_loads(b'{"id": 18446744073709551618}')["id"]
+    assert a == 2**64 + 1 and type(a) is int
+    assert not same_id(a, b)

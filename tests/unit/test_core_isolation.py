@@ -42,3 +42,17 @@ def test_core_runs_without_orjson() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "SUCCESS b'{\"v\":1'"
+
+
+def test_the_addon_imports_no_opentelemetry_while_the_export_is_off() -> None:
+    """`mcp_otlp_endpoint` unset: the addon needs mitmproxy and the standard library only."""
+    code = (
+        "import sys\n"
+        "import mcp_layers\n"
+        "r = mcp_layers.Recorder()\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('opentelemetry', 'google'))\n"
+        "print(loaded or 'none')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "none"

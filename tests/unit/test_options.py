@@ -72,3 +72,31 @@ def test_startup_problem_ignores_other_addons_and_accepts_good_values() -> None:
         "mcp_record_bodies must be true or false, not 'no'; "
         "write --set mcp_record_bodies=true or --set mcp_record_bodies=false"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "message"),
+    [
+        ("mcp_otlp_endpoint", ["localhost:4318"], "must be an http(s) URL"),
+        ("mcp_otlp_endpoint", ["ftp://collector"], "must be an http(s) URL"),
+        ("mcp_otlp_headers", ["authorization"], "name=value pairs"),
+        ("mcp_otlp_headers", ["bad name=1"], "name=value pairs"),
+    ],
+)
+def test_bad_otlp_settings_are_refused(name: str, given: object, message: str) -> None:
+    with pytest.raises(
+        options.OptionValueError, match=message.replace("(", r"\(").replace(")", r"\)")
+    ):
+        options.parse(name, given)
+
+
+def test_otlp_settings_parse() -> None:
+    from mcp_layers_core.otel_config import endpoint_base, parse_headers
+
+    assert options.parse("mcp_otlp_endpoint", [""]) == ""  # off
+    assert endpoint_base("http://c:4318/v1/traces") == "http://c:4318"
+    assert endpoint_base("https://c/otlp/") == "https://c/otlp"
+    assert parse_headers("Authorization=Bearer%20x, x-scope-orgid=team") == {
+        "authorization": "Bearer x",
+        "x-scope-orgid": "team",
+    }

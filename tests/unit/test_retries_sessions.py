@@ -145,7 +145,8 @@ def test_delete_refused_is_recorded_as_not_ended() -> None:
     f = r.other("DELETE", in_session("A"))
     r.t.handle(ResponseStarted(f, r.tick(), 405, {}))
     (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"", 0))
-    assert rec["endReason"] == "delete" and rec["notes"] == ["not_ended:405"]
+    # It ended nothing: no endReason, and the session still ends once, later.
+    assert rec["endReason"] is None and rec["notes"] == ["not_ended:405"]
     stop = r.t.handle(ProxyStopping(r.tick()))
     assert [(x["kind"], x["endReason"]) for x in stop] == [("session_end", "shutdown")]
 
@@ -450,3 +451,35 @@ def test_body_streamed_past_the_addon_is_uninspected() -> None:
     r.t.handle(ResponseStarted(f, r.tick(), 200, JSON))
     (rec,) = r.t.handle(ResponseBody(f, r.tick(), None, 0))
     assert (rec["outcome"], rec["notes"]) == ("UNINSPECTED", ["body_unseen"])
+
+
+def test_2024_11_05_answer_in_another_event_type_never_reaches_the_client() -> None:
+    # Issue 18: the legacy client reads `message` events only; `result` hides the answer.
+    r = Run()
+    get = r.other("GET", {"accept": "text/event-stream", **UA})
+    r.t.handle(ResponseStarted(get, r.tick(), 200, SSE))
+    r.chunk(get, b"event: endpoint\ndata: /messages?session_id=hid\n\n")
+    f = r.post(call(1), UA, query_session="hid")
+    r.t.handle(ResponseStarted(f, r.tick(), 202, {"content-type": "text/plain"}))
+    assert r.t.handle(ResponseBody(f, r.tick(), b"Accepted", 8)) == []  # parked
+    (rec,) = r.chunk(get, event(result(1, content=[]), name="result"))
+    assert (rec["outcome"], rec["layer"]) == ("TRANSPORT_VIOLATION", "transport")
+    assert "sse_event_type:result" in rec["notes"]
+    # Once the endpoint stream is gone, a 202 parks nothing: it fails at once.
+    r.t.handle(StreamEnded(get, r.tick()))
+    late = r.post(call(2), UA, query_session="hid")
+    r.t.handle(ResponseStarted(late, r.tick(), 202, {}))
+    (rec,) = r.t.handle(ResponseBody(late, r.tick(), b"", 0))
+    assert (rec["outcome"], rec["notes"]) == ("TRANSPORT_VIOLATION", ["202_for_request"])
+    assert r.t.pending == 0
+
+
+def test_a_feed_of_custom_event_types_is_no_mcp_stream() -> None:
+    # Events of other types carry nothing a client reads: a GET stream of only those,
+    # with no JSON-RPC in them, stops being read like any other foreign stream.
+    r = Run()
+    get = r.other("GET", {"accept": "text/event-stream", **UA})
+    r.t.handle(ResponseStarted(get, r.tick(), 200, SSE))
+    for n in range(8):
+        assert r.chunk(get, f'event: update\ndata: {{"n": {n}}}\n\n'.encode()) == []
+    assert r.t.is_tracked(get) and not r.t.wants_chunks(get)

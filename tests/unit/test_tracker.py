@@ -129,7 +129,16 @@ def test_2026_meta_carries_client_and_version_per_request() -> None:
     body = json.dumps(
         {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}
     ).encode()
-    record = r.exchange(body, result(1, resultType="complete", supportedVersions=["2026-07-28"]))
+    # A DiscoverResult is cacheable: ttlMs and cacheScope are required (2026-07-28).
+    discovered = result(
+        1,
+        resultType="complete",
+        supportedVersions=["2026-07-28"],
+        capabilities={},
+        ttlMs=0,
+        cacheScope="private",
+    )
+    record = r.exchange(body, discovered)
     assert (record["client"], record["protocolVersion"], record["outcome"]) == (
         "modern@0.1",
         "2026-07-28",

@@ -27,7 +27,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # in CPython, not in typeshed
 from typing import Any, Final, NoReturn
 
 from mcp_layers_core.jsonrpc import NOT_JSON, try_loads
@@ -190,7 +190,7 @@ class _Fields:
 
     def choice(self, key: str, choices: Sequence[str], default: str) -> str:
         value = self.raw.get(key, default)
-        if value in choices:
+        if isinstance(value, str) and value in choices:
             return value
         shown = ", ".join(f'"{c}"' for c in choices)
         close = difflib.get_close_matches(value, choices, n=1) if isinstance(value, str) else []

@@ -1,0 +1,70 @@
+"""`--engine spark` gives the figures the default engine (DuckDB) gives, on the test recordings.
+
+Spark runs in local mode, one session for the whole module, on the small fixtures. Skipped
+where pyspark or Java is missing (`pip install mcp-layers[spark]`; Java 17+ on PATH).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from analysis_helpers import FIXTURES, LEGACY, SYNTHETIC, invoke
+from mcp_layers_analysis import compare, inputs, retries, sessions, summary
+from mcp_layers_analysis.duck import DuckEngine
+from mcp_layers_analysis.filters import Filters
+
+pytest.importorskip("pyspark")
+if not shutil.which("java") and not __import__("os").environ.get("JAVA_HOME"):
+    pytest.skip("no Java for Spark (scripts/os-deps installs it as root)", allow_module_level=True)
+
+from mcp_layers_analysis.spark import SparkEngine
+
+# Small on purpose: every figure is a Spark job. (BASELINE and real_demo.jsonl were checked
+# equal too; the synthetic recording has every outcome, link and chain the others have.)
+INPUTS = [SYNTHETIC, LEGACY, FIXTURES / "truncated.jsonl"]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkEngine]:
+    engine = SparkEngine(master="local[2]")
+    yield engine
+    engine.close()
+    engine.spark.stop()
+
+
+def figures(engine: Any, path: Path) -> dict[str, Any]:
+    engine.load(inputs.expand([str(path)]), None, lambda _: None)
+    by = ("client",)
+    f = Filters()
+    out = {
+        "summary": summary.rows(engine, by, f, top=5),
+        "retries": list(retries.rows(retries.all_figures(engine, by, f))),
+        "compare": compare.table(engine, ("client", "scenario"), f, top=5),
+        "sessions": sessions.session_rows(engine, f),
+    }
+    first = out["sessions"][0][0] if out["sessions"] else "none"
+    out["show"] = sessions.show_rows(engine, str(first), f, lambda _: None)
+    filtered = Filters(methods=frozenset({"tools/call"}), since="2026-11-30T15:00:01.000Z")
+    out["filtered"] = list(retries.rows(retries.all_figures(engine, by, filtered)))
+    return out
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: p.name)
+def test_spark_equals_duckdb(spark: SparkEngine, path: Path) -> None:
+    duck = DuckEngine()
+    try:
+        expected = figures(duck, path)
+    finally:
+        duck.close()
+    assert figures(spark, path) == expected
+
+
+def test_the_cli_option(spark: SparkEngine) -> None:
+    # The session above is reused (getOrCreate), so this costs no second JVM.
+    got = invoke("summary", SYNTHETIC, "--engine", "spark", "--format", "json")
+    assert got.exit_code == 0, got.stderr
+    assert got.stdout == invoke("summary", SYNTHETIC, "--format", "json").stdout
