@@ -97,8 +97,10 @@ BATCH_DELAY_S = 0.02
 #: callback queued from inside the hook would run before that send...
 BATCH_OPS = 64
 BATCH_SOON_S = 0.001
-#: ...or by the hook itself past this many (the loop is not getting round to it).
+#: ...or by the hook itself past this many (the loop is not getting round to it), or
+#: past this many bytes of stream chunks waiting to be read: memory stays bounded.
 MAX_QUEUED_OPS = 2048
+MAX_QUEUED_BYTES = 4 * 1024 * 1024
 
 #: Requests the core reads; any other method is not MCP.
 _OBSERVED_METHODS = ("POST", "GET", "DELETE")
@@ -132,7 +134,11 @@ class StreamTap:
             self.seen = True
             with self._guard:
                 # Read with the rest of the batch, after the chunk has gone on.
-                self._addon._later((self._addon._chunk, self, time.time(), data))
+                addon = self._addon
+                addon._later((addon._chunk, self, time.time(), data))
+                addon.queued_bytes += len(data)
+                if addon.queued_bytes > MAX_QUEUED_BYTES:
+                    addon.flush()
         return data
 
 
@@ -210,6 +216,8 @@ class Recorder:
         self._timer: asyncio.TimerHandle | None = None
         self._soon = False
         self._running = False
+        #: Bytes of stream chunks in the queue (see MAX_QUEUED_BYTES).
+        self.queued_bytes = 0
         #: While a batch runs: its records (written once at its end) and the flows it
         #: commented (mitmproxy is told of them once).
         self._batch: list[dict[str, Any]] | None = None
@@ -604,6 +612,7 @@ class Recorder:
             self._timer.cancel()
             self._timer = None
         self._soon = False
+        self.queued_bytes = 0
         ops = self._ops
         if not ops:
             return

@@ -145,3 +145,28 @@ def test_a_full_queue_runs_soon_and_stays_bounded() -> None:
     assert soon >= 20  # well before the 20 ms delay
     assert queued <= mcp_layers.MAX_QUEUED_OPS
     assert total == 30 + mcp_layers.MAX_QUEUED_OPS + 2  # + the two sessions' end records
+
+
+def test_stream_chunks_waiting_are_bounded_in_bytes() -> None:
+    async def scenario() -> tuple[int, int]:
+        out = io.BytesIO()
+        addon = mcp_layers.Recorder(outfile=out)
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, mcp_scenario="batch")
+            addon.running()
+            f = _post(1, "s-big")
+            addon.request(f)
+            _respond(f, "text/event-stream", None)
+            addon.responseheaders(f)
+            piece = b": " + b"x" * 65_000 + b"\n\n"  # SSE comments: read, never recorded
+            most = 0
+            for _ in range(200):  # 13 MB through the tap, no loop turn in between
+                assert f.response.stream(piece) is piece
+                most = max(most, addon.queued_bytes)
+            queued = len(addon._ops)
+            addon.done()
+            return most, queued
+
+    most, queued = asyncio.run(scenario())
+    assert most <= mcp_layers.MAX_QUEUED_BYTES + 65_004
+    assert queued < 200
