@@ -100,7 +100,11 @@ BATCH_SOON_S = 0.001
 #: ...or by the hook itself past this many (the loop is not getting round to it), or
 #: past this many bytes of stream chunks waiting to be read: memory stays bounded.
 MAX_QUEUED_OPS = 2048
-MAX_QUEUED_BYTES = 4 * 1024 * 1024
+MAX_QUEUED_BYTES = 256 * 1024
+#: A stream past this many bytes is read as it passes, as before batching: MCP's event
+#: streams are small messages, and a bulk one must not wait in memory, nor let the proxy
+#: outrun the core's buffer budget (the long-run proof measured 10 MiB more peak RSS).
+BULK_STREAM_BYTES = 1024 * 1024
 
 #: Requests the core reads; any other method is not MCP.
 _OBSERVED_METHODS = ("POST", "GET", "DELETE")
@@ -120,7 +124,7 @@ class StreamTap:
     the client. So it never raises, and it returns the very object it was given.
     """
 
-    __slots__ = ("_addon", "_guard", "feeding", "flow", "seen")
+    __slots__ = ("_addon", "_guard", "feeding", "flow", "passed", "seen")
 
     def __init__(self, addon: Recorder, flow_id: str) -> None:
         self._addon = addon
@@ -128,13 +132,19 @@ class StreamTap:
         self._guard = addon.guard("stream tap")
         self.feeding = True  # False once the core has nothing more to learn here
         self.seen = False  # did any chunk pass? (an addon-made reply never streams)
+        self.passed = 0  # bytes passed so far
 
     def __call__(self, data: bytes) -> bytes:
         if data and self.feeding:  # b"" ends the message; the `response` hook records it
             self.seen = True
             with self._guard:
-                # Read with the rest of the batch, after the chunk has gone on.
                 addon = self._addon
+                self.passed += len(data)
+                if self.passed > BULK_STREAM_BYTES:
+                    addon.flush()  # a bulk stream: read now, in order
+                    addon._chunk(self, time.time(), data)
+                    return data
+                # Read with the rest of the batch, after the chunk has gone on.
                 addon._later((addon._chunk, self, time.time(), data))
                 addon.queued_bytes += len(data)
                 if addon.queued_bytes > MAX_QUEUED_BYTES:
