@@ -19,9 +19,10 @@ fault the recorder reads only `flow.metadata[INJECTED_KEY]`, the record's `injec
 This file is the thin adapter: hooks note what the core needs and queue it, and the
 queue runs after the answers have gone out, in batches (README, "When records are
 written"): each step becomes one of the core's events (`mcp_layers_core`, which never
-imports mitmproxy), and the records it returns go to the writer, one write per batch. Each record's verdict is also put on its flow as `flow.comment` and
-`flow.marked` (`mcp_flow_comments`, on by default; docs/mitmproxy.md): mitmproxy's own
-metadata, shown by mitmweb and kept in saved flows; the traffic is not touched.
+imports mitmproxy), and the records it returns go to the writer, one write per batch.
+Each record's verdict is also put on its flow as `flow.comment` and `flow.marked`
+(`mcp_flow_comments`, on by default; docs/mitmproxy.md): mitmproxy's own metadata,
+shown by mitmweb and kept in saved flows; the traffic is not touched.
 """
 
 from __future__ import annotations
