@@ -163,12 +163,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="another build of the addon script (default: addon/mcp_layers.py)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time, each in its own namespace (default 1: timings stay quiet)",
+    )
     parser.add_argument("--list", action="store_true", help="list clients and faults")
     args = parser.parse_args(argv)
 
     if args.list:
         for c in clients_mod.CLIENTS:
-            where = f"npm {c.npm}@{c.version}" if c.npm else f"PyPI mcp=={c.version}"
+            where = f"{c.package.replace('`', '')} {c.version}"
             print(f"client {c.name:12} {where}{'' if c.agent else '  (SDK reference)'}")
         for f in presets.FAULTS:
             print(f"fault  {f.name:20} {f.describe()}")
@@ -198,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             args.isolation,
             args.timeout,
             addon=args.addon,
+            jobs=max(1, args.jobs),
         )
     except (LabError, clients_mod.InstallError) as exc:
         print(f"lab: {exc}", file=sys.stderr)
