@@ -221,8 +221,13 @@ def _chains(sessions: Sequence[Session], joined: Sequence[tuple[str, str]]) -> l
         if a in parent and b in parent:
             parent[root(b)] = root(a)
     groups: dict[str, list[Session]] = {}
+    seen: set[str] = set()
     for s in sessions:
-        groups.setdefault(root(s.session), []).append(s)
+        # A session can head several rows of the list (two clients behind one stand-in
+        # session, say); its timeline is one lane.
+        if s.session not in seen:
+            seen.add(s.session)
+            groups.setdefault(root(s.session), []).append(s)
     return [Chain(members) for members in groups.values()]
 
 

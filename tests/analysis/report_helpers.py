@@ -13,8 +13,12 @@ from pathlib import Path
 import pytest
 from analysis_helpers import FIXTURES, invoke
 
-#: The real agent recordings the lab captured: the golden data of the report's tests.
-REAL = sorted(FIXTURES.glob("real_lab_*.jsonl"))
+#: The lab's first four agents.
+_AGENTS = ("claude-code", "codex", "gemini-cli", "opencode")
+
+#: The real recordings of the lab's first four agents: the golden data of the report's
+#: tests (the page's figures and stories for them are pinned below).
+REAL = sorted(p for a in _AGENTS for p in FIXTURES.glob(f"real_lab_{a}_*.jsonl"))
 
 #: The clients in them, as the page names them.
 REAL_CLIENTS = (
