@@ -50,6 +50,13 @@ CHECK: Final = (
     "ELSE error('mcp-layers: a line that is not a v1 record') END"
 )
 
+#: The longest line DuckDB reads at first (its default): a reader holds buffers of this
+#: size, so a larger one costs memory on every read.
+OBJECT_BYTES: Final = 16 * 1024 * 1024
+
+#: The longest line read once a read has failed (a record with large `bodies`).
+LARGE_OBJECT_BYTES: Final = 128 * 1024 * 1024
+
 T = TypeVar("T")
 
 
@@ -57,7 +64,9 @@ def _columns_struct(columns: dict[str, str]) -> str:
     return "{" + ", ".join(f"'{n}': '{t}'" for n, t in columns.items()) + "}"
 
 
-def _scan(inputs: Sequence[Input], columns: dict[str, str]) -> str:
+def _scan(
+    inputs: Sequence[Input], columns: dict[str, str], object_bytes: int = OBJECT_BYTES
+) -> str:
     """One SELECT over every input, in order, each row tagged with its input number and
     kept only when it is a record (see CHECK)."""
     struct = _columns_struct(columns)
@@ -66,7 +75,7 @@ def _scan(inputs: Sequence[Input], columns: dict[str, str]) -> str:
         f"SELECT {inp.index} AS {SOURCE}, {names} FROM read_json("
         f"'{inp.path.replace(chr(39), chr(39) * 2)}', format='newline_delimited', "
         f"columns={struct}, compression='{'gzip' if inp.gzip else 'none'}', "
-        f"maximum_object_size=134217728) WHERE {CHECK}"
+        f"maximum_object_size={object_bytes}) WHERE {CHECK}"
         for inp in inputs
     ]
     return "\nUNION ALL\n".join(parts)
@@ -95,6 +104,7 @@ class DuckEngine:
         self.warn: Warn = lambda _: None
         # True while the view reads inputs not yet known to be clean.
         self.unchecked = False
+        self.object_bytes = OBJECT_BYTES
 
     def close(self) -> None:
         self.con.close()
@@ -132,7 +142,7 @@ class DuckEngine:
     def _materialise(self) -> None:
         self.con.execute(
             f"CREATE OR REPLACE TEMP TABLE raw AS "
-            f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, self.cols)})"
+            f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, self.cols, self.object_bytes)})"
         )
         self.con.execute(
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
@@ -146,7 +156,7 @@ class DuckEngine:
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
             f"SELECT * EXCLUDE (v), CAST(v AS BIGINT) AS v, "
             f"row_number() OVER () - 1 AS {SEQUENCE} "
-            f"FROM ({_scan(self.inputs, self.cols)})"
+            f"FROM ({_scan(self.inputs, self.cols, self.object_bytes)})"
         )
 
     def _attempt(self, run: Callable[[], T], rebuild: Callable[[], None], what: str) -> T:
@@ -157,6 +167,7 @@ class DuckEngine:
             pass
         except duckdb.Error as exc:
             raise AnalysisError(f"{what}: {exc}") from None
+        self.object_bytes = LARGE_OBJECT_BYTES  # the failure may have been a long line
         self.inputs = self._cleaned(self.inputs)
         rebuild()
         try:
@@ -178,7 +189,8 @@ class DuckEngine:
         # whose other fields do not convert.
         names = ", ".join(n for n in self.cols if n != "v")
         try:
-            self.con.execute(f"SELECT max(hash({names})) FROM ({_scan([inp], self.cols)})")
+            scan = _scan([inp], self.cols, self.object_bytes)
+            self.con.execute(f"SELECT max(hash({names})) FROM ({scan})")
         except duckdb.Error:
             return False
         return True
