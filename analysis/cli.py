@@ -416,8 +416,10 @@ def sessions(reading: Reading) -> None:
         mcp-layers sessions recordings/ --client peer-ts-client --format csv
     """
     from . import sessions as sessions_mod
+    from .queries import SESSION_COLUMNS
 
-    with loaded(reading, shared=True) as (engine, report):
+    # One query, but it reads the records twice: read once, it costs less.
+    with loaded(reading, SESSION_COLUMNS, shared=True) as (engine, report):
         rows = sessions_mod.session_rows(engine, reading.filters)
     write(reading, sessions_mod.SESSION_HEADERS, rows)
     if not rows:

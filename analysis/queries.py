@@ -89,6 +89,19 @@ RETRY_COLUMNS: Final = (
     "endReason",
 )
 
+#: Columns `sessions` reads.
+SESSION_COLUMNS: Final = (
+    *COMMON_COLUMNS_ALL,
+    "postCount",
+    "outcome",
+    "negotiation",
+    "httpStatuses",
+    "retryOf",
+    "previousSession",
+    "endReason",
+    "notes",
+)
+
 #: Latency percentiles summary reports, and retry-delay percentiles retries reports.
 PERCENTILES: Final = (0.50, 0.95, 0.99)
 DELAY_PERCENTILES: Final = (0.50, 0.95)
