@@ -60,7 +60,7 @@ from mcp_layers_core.otel_map import run_of
 from mcp_layers_core.tracker import Settings, Tracker
 from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
 from mcp_layers_otel import LiveExporter
-from mcp_layers_startup import configure_or_refuse, refuse_bad_startup_options
+from mcp_layers_startup import check_updated, configure_or_refuse, refuse_bad_startup_options
 from mitmproxy import exceptions, hooks, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import server_hooks
@@ -302,11 +302,7 @@ class Recorder:
         from mitmproxy import ctx  # the option store exists only once the addon is loaded
 
         opts = ctx.options
-        for name in sorted(updated & options.RECORDER_OPTIONS):
-            try:
-                options.check(name, getattr(opts, name))
-            except options.OptionValueError as e:
-                raise exceptions.OptionsError(str(e)) from None
+        check_updated(opts, updated, options.RECORDER_OPTIONS)
         if "mcp_flow_comments" in updated:
             self.comments = opts.mcp_flow_comments
             self.tracker.record_flows = {} if self.comments else None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcp_layers_core import faults, limits, options
-from mcp_layers_startup import configure_or_refuse
+from mcp_layers_startup import check_updated, configure_or_refuse
 from mitmproxy import exceptions, http
 from mitmproxy.addonmanager import Loader
 
@@ -117,11 +117,7 @@ class FaultInjector:
         from mitmproxy import ctx  # the option store exists only once the addon is loaded
 
         opts = ctx.options
-        for name in sorted(updated & options.FAULT_OPTIONS):
-            try:
-                options.check(name, getattr(opts, name))
-            except options.OptionValueError as e:
-                raise exceptions.OptionsError(str(e)) from None
+        check_updated(opts, updated, options.FAULT_OPTIONS)
         if updated & options.FAULT_OPTIONS:
             self.plan = fault_plan(opts.mcp_faults, opts.mcp_fault, opts.mcp_fault_seed)
         # The cutter holds at most one event, as the recorder's parser does (its option).

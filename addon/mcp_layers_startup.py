@@ -27,6 +27,16 @@ def refuse_bad_startup_options(opts: optmanager.OptManager) -> None:
         refuse(problem)
 
 
+def check_updated(opts: optmanager.OptManager, updated: set[str], names: frozenset[str]) -> None:
+    """The value checks of `options` on the updated options among `names`, as
+    mitmproxy's own `OptionsError` (one line that says what to write)."""
+    for name in sorted(updated & names):
+        try:
+            options.check(name, getattr(opts, name))
+        except options.OptionValueError as e:
+            raise exceptions.OptionsError(str(e)) from None
+
+
 def configure_or_refuse(configure: Callable[[], None], refuse_at_startup: bool) -> None:
     """Run `configure`; before the proxy runs, an `OptionsError` stops it in one line."""
     try:
