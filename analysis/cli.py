@@ -464,6 +464,50 @@ def show(reading: Reading, session: str) -> None:
     write(reading, sessions_mod.SHOW_HEADERS, rows)
 
 
+@cli.command(short_help="Write one self-contained HTML page: overview, retries, sessions, compare.")
+@click.option(
+    "-o",
+    "--output",
+    "target",
+    default="report.html",
+    show_default=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, writable=True),
+    help="The HTML file to write.",
+)
+@click.option("--title", default="mcp-layers report", show_default=True, help="The page's title.")
+@reading_options
+def report(reading: Reading, target: str, title: str) -> None:
+    """Write the figures of every command as one HTML page that works offline: per client
+    outcomes by layer, latency and retries; sessions with a timeline each (retry chains as
+    arrows, injected faults marked); client × scenario side by side as a heat map.
+
+    Big recordings are sampled (the page says what it leaves out). --format does not apply.
+
+    \b
+    Example:
+        mcp-layers report recordings/ -o report.html
+        mcp-layers report recordings/ --client claude-code -o claude.html
+    """
+    from pathlib import Path
+
+    from . import report as report_mod
+
+    with loaded(reading) as (engine, found):
+        records = report_mod.matching(engine, reading.filters)
+        if not records:
+            nothing_matched(reading, found)
+        size = report_mod.write(
+            engine,
+            reading.filters,
+            Path(target),
+            records=records,
+            inputs=reading.paths,
+            title=title,
+        )
+    _warn(f"mcp-layers: report written to {target} ({size / 1024:.0f} KiB)")
+
+
 @cli.command(short_help="Print the figures' SQL (and the table's DDL) for a warehouse.")
 @click.option(
     "--dialect",

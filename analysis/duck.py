@@ -37,12 +37,17 @@ from .table import SEQUENCE, SOURCE, TABLE, read_columns
 DEFAULT_MEMORY: Final = "1GB"
 
 #: What a line that is not a record raises while it is read: malformed JSON, a value that
-#: does not convert, the `v` check, a gzip stream cut short.
+#: does not convert, the `v` check, a gzip stream cut short; or, when DuckDB's message
+#: quotes a line that is not UTF-8, the UnicodeDecodeError of turning it into a string.
 READ_ERRORS: Final = (
     duckdb.InvalidInputException,
     duckdb.ConversionException,
     duckdb.IOException,
+    UnicodeDecodeError,
 )
+
+#: Anything a failed query raises (see READ_ERRORS for UnicodeDecodeError).
+QUERY_FAILED: Final = (duckdb.Error, UnicodeDecodeError)
 
 #: SQL: the row is a record of this version, else the query stops.
 CHECK: Final = (
@@ -165,14 +170,14 @@ class DuckEngine:
             return run()
         except READ_ERRORS:
             pass
-        except duckdb.Error as exc:
+        except QUERY_FAILED as exc:
             raise AnalysisError(f"{what}: {exc}") from None
         self.object_bytes = LARGE_OBJECT_BYTES  # the failure may have been a long line
         self.inputs = self._cleaned(self.inputs)
         rebuild()
         try:
             return run()
-        except duckdb.Error as exc:
+        except QUERY_FAILED as exc:
             raise AnalysisError(f"{what}: {exc}") from None
 
     def _cleaned(self, inputs: Sequence[Input]) -> list[Input]:
@@ -191,7 +196,7 @@ class DuckEngine:
         try:
             scan = _scan([inp], self.cols, self.object_bytes)
             self.con.execute(f"SELECT max(hash({names})) FROM ({scan})")
-        except duckdb.Error:
+        except QUERY_FAILED:
             return False
         return True
 
@@ -201,7 +206,7 @@ class DuckEngine:
         if not self.unchecked:
             try:
                 return fetch()
-            except duckdb.Error as exc:
+            except QUERY_FAILED as exc:
                 raise AnalysisError(f"query failed: {exc}") from None
         result = self._attempt(fetch, self._view, "query failed")
         self.unchecked = False
