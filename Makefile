@@ -4,6 +4,7 @@
 demo:
 	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_demo
 
+# scripts/os-deps installs the OS packages some tests use (Java, Chromium) when root.
 test:
 	@scripts/os-deps && py=$$(scripts/bootstrap) && $$py -m ruff check . && $$py -m ruff format --check . && $$py scripts/typecheck.py && $$py -m pytest $(PYTEST_ARGS)
 

@@ -95,6 +95,14 @@ class FaultInjector:
         #: `flow.metadata`: mitmproxy saves that with the flow (`-w`, `save` command), and
         #: these objects cannot be serialised.
         self._faults: dict[str, FlowFault] = {}
+        #: The flow hooks, as mitmproxy finds them: None (skipped, not even called)
+        #: until a fault plan is first switched on. Most runs inject nothing, and an
+        #: idle injector then costs no dispatch per flow. Once armed they stay, so the
+        #: state of flows faulted before a plan is switched off is still cleared.
+        self.request: Callable[[http.HTTPFlow], None] | None = None
+        self.responseheaders: Callable[[http.HTTPFlow], None] | None = None
+        self.response: Callable[[http.HTTPFlow], None] | None = None
+        self.error: Callable[[http.HTTPFlow], None] | None = None
 
     def load(self, loader: Loader) -> None:
         loader.add_option(
@@ -122,13 +130,16 @@ class FaultInjector:
         check_updated(opts, updated, options.FAULT_OPTIONS)
         if updated & options.FAULT_OPTIONS:
             self.plan = fault_plan(opts.mcp_faults, opts.mcp_fault, opts.mcp_fault_seed)
+            if self.plan is not None and self.request is None:
+                self.request, self.responseheaders = self._on_request, self._on_responseheaders
+                self.response, self.error = self._on_response, self._on_error
         # The cutter holds at most one event, as the recorder's parser does (its option).
         kib = getattr(opts, "mcp_max_event_kb", limits.MAX_EVENT_BYTES // 1024)
         self._max_event = max(kib, 1) * 1024
 
     # -- hooks ------------------------------------------------------------------------
 
-    def request(self, flow: http.HTTPFlow) -> None:
+    def _on_request(self, flow: http.HTTPFlow) -> None:
         if self.plan is None:
             return
         try:
@@ -136,7 +147,7 @@ class FaultInjector:
         except Exception as e:
             self._report("request", e)
 
-    def responseheaders(self, flow: http.HTTPFlow) -> None:
+    def _on_responseheaders(self, flow: http.HTTPFlow) -> None:
         state = self._faults.get(flow.id)
         if not isinstance(state, FlowFault):
             return
@@ -145,7 +156,7 @@ class FaultInjector:
         except Exception as e:
             self._report("responseheaders", e)
 
-    def response(self, flow: http.HTTPFlow) -> None:
+    def _on_response(self, flow: http.HTTPFlow) -> None:
         state = self._faults.pop(flow.id, None)
         if not isinstance(state, FlowFault):
             return
@@ -156,7 +167,7 @@ class FaultInjector:
             # the exchange was not altered, so its record must not say it was.
             flow.metadata.pop(INJECTED_KEY, None)
 
-    def error(self, flow: http.HTTPFlow) -> None:
+    def _on_error(self, flow: http.HTTPFlow) -> None:
         self._faults.pop(flow.id, None)
 
     def done(self) -> None:

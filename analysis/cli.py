@@ -203,11 +203,14 @@ top_option = click.option(
 
 @contextlib.contextmanager
 def loaded(
-    reading: Reading, columns: tuple[str, ...] | None = None
+    reading: Reading, columns: tuple[str, ...] | None = None, *, shared: bool = False
 ) -> Iterator[tuple[Engine, Report]]:
-    """An engine with the inputs in its `records` table, and what reading found.
+    """An engine with the inputs as its `records` table, and what reading found.
 
-    Diagnostics go to stderr. Raises UsageFailure.
+    `columns`: what the queries read (None: everything). `shared`: several queries follow,
+    so the engine reads the inputs once for all of them; otherwise the one query reads
+    them in place. Bad lines are reported when the body has run (a query over the inputs
+    in place is what finds them). Diagnostics go to stderr. Raises UsageFailure.
     """
     try:
         sources = inputs.expand(reading.paths)
@@ -218,31 +221,31 @@ def loaded(
     engine = open_engine(reading)
     try:
         try:
-            report = engine.load(sources, columns, _warn)
+            report = engine.load(sources, columns, _warn, shared=shared)
+            yield engine, report
         except NewerRecordVersion as exc:
             raise LocatedFailure(str(exc)) from None
         except AnalysisError as exc:
             raise UsageFailure(str(exc)) from None
-        for message in report.messages:
-            _warn(message)
-        if report.bad_lines:
-            noun = "line" if report.bad_lines == 1 else "lines"
-            _warn(
-                f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)"
-            )
-            if reading.strict:
-                raise UsageFailure("bad lines in the input (--strict)")
-            if report.bad_lines > report.records and not reading.lenient:
-                raise UsageFailure(
-                    f"most lines of the input are not records ({report.bad_lines} bad, "
-                    f"{report.records} read): is it a recording? (--lenient reads it anyway)"
-                )
-        try:
-            yield engine, report
-        except AnalysisError as exc:
-            raise UsageFailure(str(exc)) from None
+        _judge(reading, report)
     finally:
         engine.close()
+
+
+def _judge(reading: Reading, report: Report) -> None:
+    """What reading found, on stderr; UsageFailure when it is too much to go on."""
+    for message in report.messages:
+        _warn(message)
+    if report.bad_lines:
+        noun = "line" if report.bad_lines == 1 else "lines"
+        _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)")
+        if reading.strict:
+            raise UsageFailure("bad lines in the input (--strict)")
+        if report.bad_lines > report.records and not reading.lenient:
+            raise UsageFailure(
+                f"most lines of the input are not records ({report.bad_lines} bad, "
+                f"{report.records} read): is it a recording? (--lenient reads it anyway)"
+            )
 
 
 def open_engine(reading: Reading) -> Engine:
@@ -337,6 +340,8 @@ def summary(reading: Reading, by: tuple[str, ...], top: int) -> None:
 
     with loaded(reading, SUMMARY_COLUMNS) as (engine, report):
         rows = summary_mod.rows(engine, by, reading.filters, top=top)
+        if not rows:
+            report.settle()
     write(reading, summary_mod.headers(by), rows)
     if not rows:
         nothing_matched(reading, report, "request")
@@ -364,7 +369,7 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
     from .verdicts import base
 
     columns = tuple(dict.fromkeys((*RETRY_COLUMNS, *AFTERMATH_COLUMNS)))
-    with loaded(reading, columns) as (engine, report):
+    with loaded(reading, columns, shared=True) as (engine, report):
         figs = retries_mod.all_figures(engine, by, reading.filters)
         found = forensics.aftermaths(engine, base(reading.filters))
     figs = {g: f for g, f in figs.items() if f[0].value}
@@ -395,7 +400,7 @@ def verdicts(reading: Reading) -> None:
 
     if reading.engine != "duckdb":
         raise UsageFailure("verdicts runs on the DuckDB engine only (leave out --engine)")
-    with loaded(reading, verdicts_mod.COLUMNS) as (engine, report):
+    with loaded(reading, verdicts_mod.COLUMNS, shared=True) as (engine, report):
         rows = verdicts_mod.verdict_rows(engine, reading.filters)
     write(reading, verdicts_mod.HEADERS, rows)
     if not rows:
@@ -424,7 +429,7 @@ def compare(reading: Reading, by: tuple[str, ...], top: int) -> None:
     from .queries import RETRY_COLUMNS, SUMMARY_COLUMNS
 
     columns = tuple(dict.fromkeys((*SUMMARY_COLUMNS, *RETRY_COLUMNS)))
-    with loaded(reading, columns) as (engine, report):
+    with loaded(reading, columns, shared=True) as (engine, report):
         headers, rows = compare_mod.table(engine, by, reading.filters, top=top)
     if len(headers) == 1:
         write(reading, headers, [])
@@ -446,8 +451,10 @@ def sessions(reading: Reading) -> None:
         mcp-layers sessions recordings/ --client peer-ts-client --format csv
     """
     from . import sessions as sessions_mod
+    from .queries import SESSION_COLUMNS
 
-    with loaded(reading) as (engine, report):
+    # One query, but it reads the records twice: read once, it costs less.
+    with loaded(reading, SESSION_COLUMNS, shared=True) as (engine, report):
         rows = sessions_mod.session_rows(engine, reading.filters)
     write(reading, sessions_mod.SESSION_HEADERS, rows)
     if not rows:
@@ -476,9 +483,11 @@ def show(reading: Reading, session: str) -> None:
     """
     from . import sessions as sessions_mod
 
-    with loaded(reading) as (engine, report):
+    with loaded(reading, shared=True) as (engine, report):
         rows = sessions_mod.show_rows(engine, session, reading.filters, _warn)
         rows = sessions_mod.add_aftermath(engine, session, reading.filters, rows)
+        if not rows:
+            report.settle()
     if not rows:
         write(reading, sessions_mod.SHOW_HEADERS, [])
         if report.records:
@@ -489,6 +498,50 @@ def show(reading: Reading, session: str) -> None:
             raise SystemExit(ExitStatus.NOTHING_MATCHED)
         nothing_matched(reading, report)
     write(reading, sessions_mod.SHOW_HEADERS, rows)
+
+
+@cli.command(short_help="Write one self-contained HTML page: overview, retries, sessions, compare.")
+@click.option(
+    "-o",
+    "--output",
+    "target",
+    default="report.html",
+    show_default=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, writable=True),
+    help="The HTML file to write.",
+)
+@click.option("--title", default="mcp-layers report", show_default=True, help="The page's title.")
+@reading_options
+def report(reading: Reading, target: str, title: str) -> None:
+    """Write the figures of every command as one HTML page that works offline: per client
+    outcomes by layer, latency and retries; sessions with a timeline each (retry chains as
+    arrows, injected faults marked); client × scenario side by side as a heat map.
+
+    Big recordings are sampled (the page says what it leaves out). --format does not apply.
+
+    \b
+    Example:
+        mcp-layers report recordings/ -o report.html
+        mcp-layers report recordings/ --client claude-code -o claude.html
+    """
+    from pathlib import Path
+
+    from . import report as report_mod
+
+    with loaded(reading, shared=True) as (engine, found):
+        records = report_mod.matching(engine, reading.filters)
+        if not records:
+            nothing_matched(reading, found)
+        size = report_mod.write(
+            engine,
+            reading.filters,
+            Path(target),
+            records=records,
+            inputs=reading.paths,
+            title=title,
+        )
+    _warn(f"mcp-layers: report written to {target} ({size / 1024:.0f} KiB)")
 
 
 @cli.command(short_help="Print the figures' SQL (and the table's DDL) for a warehouse.")
@@ -540,6 +593,8 @@ def query(reading: Reading, statement: str) -> None:
     """
     with loaded(reading) as (engine, report):
         headers, rows = engine.table(statement)
+        if not rows:
+            report.settle()
     write(reading, headers, [[_cell(v) for v in row] for row in rows])
     if not rows:
         nothing_matched(reading, report, "row")
@@ -591,7 +646,7 @@ def export(reading: Reading, directory: str | None, otlp_json: str | None) -> No
 
 
 def _export_parquet(reading: Reading, directory: str) -> None:
-    with loaded(reading) as (engine, report):
+    with loaded(reading, shared=True) as (engine, report):
         engine.export_parquet(directory)
     _warn(f"mcp-layers: {report.records} records written to {directory}")
     if not report.records:

@@ -1,18 +1,30 @@
 """The default engine: DuckDB, embedded in this process.
 
 Inputs are read with `read_json`, told every column's type (from the record definition,
-never sniffed), into a temporary table; the figures are queries over it. Memory is bounded
-by DuckDB's `memory_limit` (`MCP_LAYERS_MEMORY`, default 1GB): past it DuckDB spills the
-table and the aggregations' state to a temporary directory on disk rather than growing.
+never sniffed). A command that asks one question queries them where they lie: `records` is
+a view over the files, so the query reads only the columns it uses, in one pass, and
+nothing is copied. A command that asks several questions of the same records (`shared`)
+reads the columns it declares once into a temporary table instead, and its queries run
+over that.
+
+Every row must say `"v": 1`: the view's filter raises for one that does not (`error()` is
+volatile, so DuckDB evaluates it on every row and never reorders it after a query's own
+filters), and a line that is not JSON, or whose fields do not convert, raises in the read.
+Only then are the inputs checked line by line (`load.cleaned`), and the query runs again
+over their good lines.
+
+Memory is bounded by DuckDB's `memory_limit` (`MCP_LAYERS_MEMORY`, default 1GB): past it
+DuckDB spills the table and the aggregations' state to a temporary directory on disk
+(removed at exit) rather than growing.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import duckdb
 
@@ -24,27 +36,58 @@ from .table import SEQUENCE, SOURCE, TABLE, read_columns
 #: DuckDB's memory limit unless MCP_LAYERS_MEMORY says otherwise (DuckDB's syntax: 2GB).
 DEFAULT_MEMORY: Final = "1GB"
 
+#: What a line that is not a record raises while it is read: malformed JSON, a value that
+#: does not convert, the `v` check, a gzip stream cut short; or, when DuckDB's message
+#: quotes a line that is not UTF-8, the UnicodeDecodeError of turning it into a string.
+READ_ERRORS: Final = (
+    duckdb.InvalidInputException,
+    duckdb.ConversionException,
+    duckdb.IOException,
+    UnicodeDecodeError,
+)
+
+#: Anything a failed query raises (see READ_ERRORS for UnicodeDecodeError).
+QUERY_FAILED: Final = (duckdb.Error, UnicodeDecodeError)
+
+#: SQL: the row is a record of this version, else the query stops.
+CHECK: Final = (
+    "CASE WHEN CAST(v AS VARCHAR) = '1' THEN TRUE "
+    "ELSE error('mcp-layers: a line that is not a v1 record') END"
+)
+
+#: The longest line DuckDB reads at first (its default): a reader holds buffers of this
+#: size, so a larger one costs memory on every read.
+OBJECT_BYTES: Final = 16 * 1024 * 1024
+
+#: The longest line read once a read has failed (a record with large `bodies`).
+LARGE_OBJECT_BYTES: Final = 128 * 1024 * 1024
+
+T = TypeVar("T")
+
 
 def _columns_struct(columns: dict[str, str]) -> str:
     return "{" + ", ".join(f"'{n}': '{t}'" for n, t in columns.items()) + "}"
 
 
-def _scan(inputs: Sequence[Input], columns: dict[str, str]) -> str:
-    """One SELECT over every input, in order, each row tagged with its input number."""
+def _scan(
+    inputs: Sequence[Input], columns: dict[str, str], object_bytes: int = OBJECT_BYTES
+) -> str:
+    """One SELECT over every input, in order, each row tagged with its input number and
+    kept only when it is a record (see CHECK)."""
     struct = _columns_struct(columns)
     names = ", ".join(columns)
     parts = [
         f"SELECT {inp.index} AS {SOURCE}, {names} FROM read_json("
         f"'{inp.path.replace(chr(39), chr(39) * 2)}', format='newline_delimited', "
         f"columns={struct}, compression='{'gzip' if inp.gzip else 'none'}', "
-        "maximum_object_size=134217728)"
+        f"maximum_object_size={object_bytes}) WHERE {CHECK}"
         for inp in inputs
     ]
     return "\nUNION ALL\n".join(parts)
 
 
 class DuckEngine:
-    """Reads the inputs into DuckDB and answers queries (in DuckDB's dialect)."""
+    """Reads the inputs with DuckDB and answers queries (in DuckDB's dialect)."""
 
     dialect: Final = "duckdb"
 
@@ -60,89 +103,137 @@ class DuckEngine:
             config["threads"] = threads
         self.con = duckdb.connect(config=config)
         self.con.execute("SET enable_progress_bar = false")  # it would print into the output
+        self.inputs: list[Input] = []
+        self.cols: dict[str, str] = {}
+        self.report = Report()
+        self.warn: Warn = lambda _: None
+        # True while the view reads inputs not yet known to be clean.
+        self.unchecked = False
+        self.object_bytes = OBJECT_BYTES
 
     def close(self) -> None:
         self.con.close()
         self.tmp.cleanup()
 
     def load(
-        self, sources: Sequence[Source], columns: tuple[str, ...] | None, warn: Warn
+        self,
+        sources: Sequence[Source],
+        columns: tuple[str, ...] | None,
+        warn: Warn,
+        *,
+        shared: bool = True,
     ) -> Report:
-        """The inputs into the `records` table (with `_src` and `_seq`)."""
-        report = Report()
-        inputs = on_disk(sources, self.spool)
-        cols = read_columns(None if columns is None else ("v", "id", *columns))
-        if not self._fast(inputs, cols):
-            inputs = [self._clean(inp, cols, warn, report) for inp in inputs]
-            try:
-                self._read(inputs, cols)
-            except duckdb.Error as exc:
-                raise AnalysisError(f"cannot read the records: {exc}") from None
+        """The inputs as the `records` table (with `_src` and `_seq`).
+
+        `shared`: several queries follow, so the columns named (all when None) are read
+        once into a table, bad lines located now. Otherwise `records` is a view over the
+        inputs for a single query: the report is complete once it has run, and `records`
+        is counted only when asked.
+        """
+        self.report = Report()
+        self.warn = warn
+        self.inputs = on_disk(sources, self.spool)
+        if shared:
+            self.cols = read_columns(None if columns is None else ("v", "id", *columns))
+            self._attempt(self._materialise, lambda: None, "cannot read the records")
+            self.report.records = self._count()
+        else:
+            self.cols = read_columns()
+            self._view()
+            self.unchecked = True
+            self.report.counter = self._count
+        return self.report
+
+    def _materialise(self) -> None:
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE raw AS "
+            f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, self.cols, self.object_bytes)})"
+        )
         self.con.execute(
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
-            f"SELECT * EXCLUDE (v), CAST(v AS BIGINT) AS v, rowid AS {SEQUENCE} FROM raw"
+            f"SELECT *, CAST(1 AS BIGINT) AS v, rowid AS {SEQUENCE} FROM raw"
         )
-        report.records = self.count()
-        return report
 
-    def _read(self, inputs: Sequence[Input], cols: dict[str, str]) -> None:
-        self.con.execute("DROP TABLE IF EXISTS raw")
-        self.con.execute(f"CREATE TEMP TABLE raw AS {_scan(inputs, cols)}")
+    def _view(self) -> None:
+        # `row_number() OVER ()` counts rows in input order (insertion order is kept); a
+        # query that does not read `_seq` does not compute it.
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
+            f"SELECT * EXCLUDE (v), CAST(v AS BIGINT) AS v, "
+            f"row_number() OVER () - 1 AS {SEQUENCE} "
+            f"FROM ({_scan(self.inputs, self.cols, self.object_bytes)})"
+        )
 
-    def _fast(self, inputs: Sequence[Input], cols: dict[str, str]) -> bool:
-        """Read everything typed; False when some line was not a record."""
+    def _attempt(self, run: Callable[[], T], rebuild: Callable[[], None], what: str) -> T:
+        """`run`; when a line was not a record: the inputs cleaned, `rebuild`, `run` again."""
         try:
-            self._read(inputs, cols)
-        except duckdb.Error:
-            return False
-        return not self._bad_rows()
-
-    def _bad_rows(self) -> int:
-        row = self.con.execute(
-            "SELECT count(*) FILTER (WHERE v IS NULL OR CAST(v AS VARCHAR) <> '1') FROM raw"
-        ).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def _clean(self, inp: Input, cols: dict[str, str], warn: Warn, report: Report) -> Input:
-        """The input itself when it reads clean alone, else its good lines (reported)."""
-        try:
-            # Materialised, so that every column is converted (a bare count would read `v`
-            # only, and pass lines whose other fields do not convert).
-            self.con.execute(f"CREATE OR REPLACE TEMP TABLE probe AS {_scan([inp], cols)}")
-            row = self.con.execute(
-                "SELECT count(*) FILTER (WHERE v IS NULL OR CAST(v AS VARCHAR) <> '1') FROM probe"
-            ).fetchone()
-            if row is not None and not row[0]:
-                return inp
-        except duckdb.Error:
+            return run()
+        except READ_ERRORS:
             pass
-        finally:
-            self.con.execute("DROP TABLE IF EXISTS probe")
-        return cleaned(inp, self.spool, warn, report)
+        except QUERY_FAILED as exc:
+            raise AnalysisError(f"{what}: {exc}") from None
+        self.object_bytes = LARGE_OBJECT_BYTES  # the failure may have been a long line
+        self.inputs = self._cleaned(self.inputs)
+        rebuild()
+        try:
+            return run()
+        except QUERY_FAILED as exc:
+            raise AnalysisError(f"{what}: {exc}") from None
 
-    def count(self) -> int:
-        row = self.con.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+    def _cleaned(self, inputs: Sequence[Input]) -> list[Input]:
+        """Each input as it is when it reads clean alone, else its good lines (reported)."""
+        if len(inputs) == 1:  # the one that failed
+            return [cleaned(inputs[0], self.spool, self.warn, self.report)]
+        return [
+            inp if self._clean_alone(inp) else cleaned(inp, self.spool, self.warn, self.report)
+            for inp in inputs
+        ]
+
+    def _clean_alone(self, inp: Input) -> bool:
+        # Every column is read (hashed): a bare count would read `v` only, and pass lines
+        # whose other fields do not convert.
+        names = ", ".join(n for n in self.cols if n != "v")
+        try:
+            scan = _scan([inp], self.cols, self.object_bytes)
+            self.con.execute(f"SELECT max(hash({names})) FROM ({scan})")
+        except QUERY_FAILED:
+            return False
+        return True
+
+    def _run(self, fetch: Callable[[], T]) -> T:
+        """`fetch` (a query over `records` and its result); over inputs not yet known to be
+        clean, a line that is not a record has them cleaned and the query run again."""
+        if not self.unchecked:
+            try:
+                return fetch()
+            except QUERY_FAILED as exc:
+                raise AnalysisError(f"query failed: {exc}") from None
+        result = self._attempt(fetch, self._view, "query failed")
+        self.unchecked = False
+        return result
+
+    def _count(self) -> int:
+        row = self._run(lambda: self.con.execute(f"SELECT count(*) FROM {TABLE}").fetchone())
         return 0 if row is None else int(row[0])
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
-        try:
-            return self.con.execute(sql).fetchall()
-        except duckdb.Error as exc:
-            raise AnalysisError(f"query failed: {exc}") from None
+        return self._run(lambda: self.con.execute(sql).fetchall())
 
     def table(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         """A user's query: its column names and rows."""
-        try:
+
+        def fetch() -> tuple[list[str], list[tuple[Any, ...]]]:
             cur = self.con.execute(sql)
-            names = [d[0] for d in cur.description or ()]
-            return names, cur.fetchall()
-        except duckdb.Error as exc:
-            raise AnalysisError(f"query failed: {exc}") from None
+            return [d[0] for d in cur.description or ()], cur.fetchall()
+
+        return self._run(fetch)
 
     def export_parquet(self, directory: str) -> None:
         """The records table as Parquet files under `directory`, one folder per day."""
         target = directory.replace("'", "''")
-        self.con.execute(
-            f"COPY (SELECT *, coalesce(substr(ts, 1, 10), 'unknown') AS day FROM {TABLE}) "
-            f"TO '{target}' (FORMAT parquet, PARTITION_BY (day), OVERWRITE_OR_IGNORE true)"
+        self._run(
+            lambda: self.con.execute(
+                f"COPY (SELECT *, coalesce(substr(ts, 1, 10), 'unknown') AS day FROM {TABLE}) "
+                f"TO '{target}' (FORMAT parquet, PARTITION_BY (day), OVERWRITE_OR_IGNORE true)"
+            )
         )

@@ -1,8 +1,8 @@
 """Inputs to a `records` table: the fast path, and the bad-line report when it is needed.
 
-An engine first reads every input typed, as it is. Its counts tell whether every line was
-a record (the read raised nothing and every row says `"v": 1`); almost always they do,
-and that is the whole reading. Otherwise each input that is not clean is checked line by
+An engine first reads every input typed, as it is. Its read tells whether every line was
+a record (it raised nothing and every row said `"v": 1`); almost always they do, and that
+is the whole reading. Otherwise each input that is not clean is checked line by
 line here (`records.check_line`): bad lines are reported as `path:lineno: reason` (the
 first `MAX_REPORTED_BAD_LINES` of each input, then a count), a record of a newer format
 version stops everything, and the good lines are copied to a spool file that the engine
@@ -32,11 +32,31 @@ Row = tuple[Any, ...]
 
 @dataclass(slots=True)
 class Report:
-    """What reading found besides records: the loader fills it, the CLI prints it."""
+    """What reading found besides records: the loader fills it, the CLI prints it.
 
-    records: int = 0
+    An engine that queries its inputs in place counts the records only when asked
+    (`counter`): the count is a pass over the inputs that a command rarely needs.
+    """
+
     bad_lines: int = 0
     messages: list[str] = field(default_factory=list)
+    counter: Callable[[], int] | None = None
+    counted: int | None = None
+
+    @property
+    def records(self) -> int:
+        if self.counted is None:
+            self.counted = 0 if self.counter is None else self.counter()
+        return self.counted
+
+    @records.setter
+    def records(self, n: int) -> None:
+        self.counted = n
+
+    def settle(self) -> None:
+        """Count the records now, while the engine is open (a command that found nothing
+        says whether there was anything to find)."""
+        _ = self.records
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,9 +147,16 @@ class Engine(Protocol):
         ...
 
     def load(
-        self, sources: Sequence[Source], columns: tuple[str, ...] | None, warn: Warn
+        self,
+        sources: Sequence[Source],
+        columns: tuple[str, ...] | None,
+        warn: Warn,
+        *,
+        shared: bool = True,
     ) -> Report:
-        """The inputs into the `records` table; what reading found."""
+        """The inputs as the `records` table; what reading found. `columns`: what the
+        queries read (None: everything). `shared`: several queries follow (else one, and
+        the report is complete once it has run)."""
         ...
 
     def rows(self, sql: str) -> list[Row]:

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-import sqlglot
-
 from .filters import Filters
 from .histogram import SCALE, ZERO
 from .schema import (
@@ -91,6 +89,19 @@ RETRY_COLUMNS: Final = (
     "endReason",
 )
 
+#: Columns `sessions` reads.
+SESSION_COLUMNS: Final = (
+    *COMMON_COLUMNS_ALL,
+    "postCount",
+    "outcome",
+    "negotiation",
+    "httpStatuses",
+    "retryOf",
+    "previousSession",
+    "endReason",
+    "notes",
+)
+
 #: Latency percentiles summary reports, and retry-delay percentiles retries reports.
 PERCENTILES: Final = (0.50, 0.95, 0.99)
 DELAY_PERCENTILES: Final = (0.50, 0.95)
@@ -100,6 +111,8 @@ def translate(sql: str, dialect: str) -> str:
     """`sql` (DuckDB's dialect) in another one, by sqlglot."""
     if dialect == "duckdb":
         return sql
+    import sqlglot  # only here: DuckDB, the default, runs the queries as written
+
     return ";\n".join(sqlglot.transpile(sql, read="duckdb", write=dialect, pretty=True))
 
 

@@ -91,8 +91,14 @@ class SparkEngine:
             return False
 
     def load(
-        self, sources: Sequence[Source], columns: tuple[str, ...] | None, warn: Warn
+        self,
+        sources: Sequence[Source],
+        columns: tuple[str, ...] | None,
+        warn: Warn,
+        *,
+        shared: bool = True,
     ) -> Report:
+        """The inputs as the cached `records` view (Spark reads once for every query)."""
         report = Report()
         inputs = on_disk(sources, self.spool)
         ready = [

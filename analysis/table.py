@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Final
 
-import sqlglot
 from mcp_layers_core import record
 from mcp_layers_core.record import AnyJson, Bool, Enum, FieldType, Int, ListOf, Num, Obj, RpcId, Str
 
@@ -67,6 +66,8 @@ def read_columns(names: tuple[str, ...] | None = None) -> dict[str, str]:
 
 def column_type(name: str, dialect: str) -> str:
     """A column's type in `dialect` (Spark has no JSON type: JSON text is a string)."""
+    import sqlglot  # only here: reading with DuckDB never needs it
+
     t = COLUMNS[name]
     if dialect == "spark":
         t = t.replace("JSON", "VARCHAR")
@@ -75,6 +76,8 @@ def column_type(name: str, dialect: str) -> str:
 
 def ddl(dialect: str = "duckdb") -> str:
     """CREATE TABLE for the records table (with `_src` and `_seq`) in `dialect`."""
+    import sqlglot
+
     big = sqlglot.exp.DataType.build("BIGINT").sql(dialect)
     cols = [
         *(f"{n} {column_type(n, dialect)}" for n in COLUMNS),

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -47,10 +48,35 @@ CONFIGS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "plain-stream": (["-q", "--set", "stream_large_bodies=1"], ("sse",)),
     "noop-addon": (["-q", "-s", "{noop}"], WORKLOADS),
     "addon": (["-q"], WORKLOADS),
+    "addon-clocked": (["-q"], WORKLOADS),
 }
+#: `addon-clocked` is the addon loaded through `hook_clock.py`: its hooks and batches
+#: timed inside the running proxy (reported on their own, never used as the addon's row).
+CLOCK_SCRIPT = Path(__file__).resolve().parent / "hook_clock.py"
 BASELINES = ("plain", "plain-stream", "noop-addon")
 
 NOOP_ADDON = """\
+import gc
+import json
+import time
+
+from mitmproxy import http
+
+# Garbage collection timed as in hook_clock.py, to compare the process's GC with the addon's.
+_gc = {"start": 0, "ns": {}}
+
+
+def _gc_clock(phase, info):
+    if phase == "start":
+        _gc["start"] = time.thread_time_ns()
+    else:
+        name = f"gc (gen {info.get('generation')}, whole process)"
+        _gc["ns"][name] = _gc["ns"].get(name, 0) + time.thread_time_ns() - _gc["start"]
+
+
+gc.callbacks.append(_gc_clock)
+
+
 def _is_sse(flow):
     ctype = flow.response.headers.get("content-type", "")
     return ctype.split(";", 1)[0].strip().lower() == "text/event-stream"
@@ -58,7 +84,9 @@ def _is_sse(flow):
 
 class Noop:
     def request(self, flow):
-        pass
+        if flow.request.path == "/__hook_clock":
+            body = json.dumps({"ns": _gc["ns"]})
+            flow.response = http.Response.make(200, body, {"content-type": "application/json"})
 
     def responseheaders(self, flow):
         if _is_sse(flow):
@@ -79,6 +107,9 @@ RUN_TIMEOUT_S = 300.0
 READ_TIMEOUT_S = 10.0
 UPSTREAM_LIFETIME_S = 3600.0
 SSE_EVENTS = 3
+#: Pause after each run before the proxy's CPU is read again: longer than the recorder's
+#: longest batching delay, so its deferred work is charged to the run that caused it.
+SETTLE_S = 0.15
 
 
 # -- the upstream (runs in its own process: `--serve-upstream PORT`) -----------------------
@@ -135,6 +166,8 @@ class Run:
     rps: float
     event_p50_ms: float | None = None
     event_p99_ms: float | None = None
+    cpu_us: float | None = None  # the proxy process's CPU (user + system) per request
+    hook_us: dict[str, float] | None = None  # addon-clocked: CPU per request in each hook
     errors: int = 0
 
 
@@ -239,8 +272,37 @@ async def _load(port: int, workload: str, concurrency: int, total: int) -> tuple
     return tally, time.perf_counter() - start
 
 
-def measure(config: str, port: int, workload: str, concurrency: int, total: int) -> Run:
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU of a process so far (Linux `/proc`; None elsewhere)."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _hook_clock(port: int) -> dict[str, int]:
+    """The CPU nanoseconds the clocked addon spent so far, per hook (see hook_clock.py)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{HOST}:{port}/__hook_clock", timeout=10) as answer:
+        clock: dict[str, int] = json.load(answer)["ns"]
+    return clock
+
+
+def measure(
+    config: str, port: int, workload: str, concurrency: int, total: int, pid: int | None = None
+) -> Run:
+    clocked = config in ("addon-clocked", "noop-addon")
+    hooks_before = _hook_clock(port) if clocked else {}
+    cpu_before = _cpu_seconds(pid)
     tally, seconds = asyncio.run(_load(port, workload, concurrency, total))
+    # Work a proxy does after the last answer (a recorder's batch) belongs to this run.
+    time.sleep(SETTLE_S)
+    cpu_after = _cpu_seconds(pid)
+    hooks_after = _hook_clock(port) if clocked else {}
     ms = [x * 1000 for x in tally.latencies]
     run = Run(
         config=config,
@@ -253,6 +315,13 @@ def measure(config: str, port: int, workload: str, concurrency: int, total: int)
         rps=len(ms) / seconds,
         errors=tally.errors,
     )
+    if cpu_before is not None and cpu_after is not None and ms:
+        run.cpu_us = (cpu_after - cpu_before) / len(ms) * 1e6
+    if clocked and ms:
+        run.hook_us = {
+            name: (ns - hooks_before.get(name, 0)) / len(ms) / 1000
+            for name, ns in hooks_after.items()
+        }
     if tally.delays:
         delays = [x * 1000 for x in tally.delays]
         run.event_p50_ms = statistics.median(delays)
@@ -274,17 +343,24 @@ def _stats(runs: list[Run], *names: str) -> list[float]:
     return values  # type: ignore[return-value]
 
 
+def _spread(runs: list[Run], name: str) -> str:
+    values = [getattr(r, name) for r in runs if getattr(r, name) is not None]
+    return f"{min(values):.0f}-{max(values):.0f}" if values else "-"
+
+
 def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Namespace) -> str:
     out = [
         f"addon overhead: {args.requests} requests per run, {args.reps} reps (medians of the "
-        f"reps); SSE answer = {SSE_EVENTS} events {args.sse_gap_ms:g} ms apart",
+        f"reps); SSE answer = {SSE_EVENTS} events {args.sse_gap_ms:g} ms apart; CPU = the "
+        "mitmdump process's user+system time per request",
         "",
-        "workload conc  baseline     | base p50  p99       req/s | addon p50 p99       req/s "
-        "| addon/base p50  p99    req/s",
-        "-" * 118,
+        "workload conc  baseline     | base p50  p99       req/s  CPU/req "
+        "| addon p50 p99       req/s  CPU/req "
+        "| addon/base p50  p99    req/s  CPU",
+        "-" * 136,
     ]
-    keys = ("latency_p50_ms", "latency_p99_ms", "rps")
-    for workload in WORKLOADS:
+    keys = ("latency_p50_ms", "latency_p99_ms", "rps", "cpu_us")
+    for workload in args.workloads:
         for conc in args.concurrency:
             a = _stats(results[("addon", workload, conc)], *keys)
             for base in BASELINES:
@@ -294,14 +370,49 @@ def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Names
                 r = [x / y for x, y in zip(a, p, strict=True)]
                 out.append(
                     f"{workload:<8} {conc:>4}  {base:<12} "
-                    f"| {p[0]:6.2f} ms {p[1]:6.2f} ms {p[2]:6.0f} "
-                    f"| {a[0]:6.2f} ms {a[1]:6.2f} ms {a[2]:6.0f} "
-                    f"| {r[0]:14.3f} {r[1]:6.3f} {r[2]:6.3f}"
+                    f"| {p[0]:6.2f} ms {p[1]:6.2f} ms {p[2]:6.0f} {p[3]:5.0f} µs "
+                    f"| {a[0]:6.2f} ms {a[1]:6.2f} ms {a[2]:6.0f} {a[3]:5.0f} µs "
+                    f"| {r[0]:14.3f} {r[1]:6.3f} {r[2]:6.3f} {r[3]:6.3f}"
                 )
+    out += ["", "CPU per request, min-max over the reps (µs):"]
+    for workload in args.workloads:
+        for conc in args.concurrency:
+            spreads = [
+                f"{c} {_spread(results[(c, workload, conc)], 'cpu_us')}"
+                for c in CONFIGS
+                if (c, workload, conc) in results
+            ]
+            out.append(f"{workload:<4} c={conc}: " + "; ".join(spreads))
+    out += [
+        "",
+        "inside the running proxy (addon-clocked): the addon's CPU per request, by hook; "
+        "GC of the whole process, and the same in noop-addon:",
+    ]
+    for workload in args.workloads:
+        for conc in args.concurrency:
+            runs = [r for r in results[("addon-clocked", workload, conc)] if r.hook_us]
+            noop = [r for r in results[("noop-addon", workload, conc)] if r.hook_us]
+            noop_gc = {
+                n: statistics.median((r.hook_us or {}).get(n, 0.0) for r in noop)
+                for n in sorted({n for r in noop for n in r.hook_us or {}})
+            }
+            names = sorted({n for r in runs for n in r.hook_us or {}})
+            parts = {
+                n: statistics.median((r.hook_us or {}).get(n, 0.0) for r in runs) for n in names
+            }
+            total = sum(v for n, v in parts.items() if not n.startswith("gc"))
+            out.append(
+                f"{workload:<4} c={conc}: hooks and batches {total:.1f} µs; "
+                + ", ".join(f"{n} {v:.1f}" for n, v in parts.items() if v >= 0.05)
+                + "; noop-addon: "
+                + (", ".join(f"{n} {v:.1f}" for n, v in noop_gc.items() if v >= 0.05) or "-")
+            )
     out += ["", "SSE per-event delay (upstream send stamp -> client arrival), p50 / p99:"]
-    for conc in args.concurrency:
+    for conc in args.concurrency if "sse" in args.workloads else []:
         row = {
-            c: _stats(results[(c, "sse", conc)], "event_p50_ms", "event_p99_ms") for c in CONFIGS
+            c: _stats(results[(c, "sse", conc)], "event_p50_ms", "event_p99_ms")
+            for c in CONFIGS
+            if c != "addon-clocked"
         }
         a, s = row["addon"], row["plain-stream"]
         out.append(
@@ -311,8 +422,8 @@ def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Names
         )
     out += [
         "",
-        "targets (reported, never asserted): addon/plain latency <= 1.05; "
-        "per-event delay within 1 ms of a streaming plain mitmdump",
+        "targets (reported, never asserted): addon/plain CPU per request, p50 and p99 <= 1.05, "
+        "throughput >= 0.95; per-event delay within 0.1 ms of a streaming plain mitmdump",
     ]
     return "\n".join(out)
 
@@ -325,6 +436,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=300, help="requests per proxy first")
     parser.add_argument("--sse-gap-ms", type=float, default=2.0)
     parser.add_argument("--json", type=Path, help="also write every run here")
+    parser.add_argument(
+        "--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS), help="a subset"
+    )
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_upstream:
@@ -359,8 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cmd = procs.mitmdump_cmd(
                 up_port,
                 ports[config],
-                addon=procs.ADDON if config == "addon" else None,
-                record_dir=work / "records",
+                addon={"addon": procs.ADDON, "addon-clocked": CLOCK_SCRIPT}.get(config),
+                record_dir=work / ("records" if config == "addon" else f"records-{config}"),
             )
             log = work / f"mitmdump-{config}.log"
             started.append(proc := procs.start([*cmd, *extra], log))
@@ -370,24 +484,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         sent = dict.fromkeys(CONFIGS, 0)
         for config, (_extra, workloads) in CONFIGS.items():
             for workload in workloads:
-                measure(config, ports[config], workload, 1, args.warmup)
+                if workload not in args.workloads:
+                    continue
+                measure(config, ports[config], workload, 1, args.warmup, proxies[config].pid)
                 sent[config] += args.warmup
 
         results: dict[tuple[str, str, int], list[Run]] = {}
         turn = itertools.count()
         for rep in range(args.reps):
-            for workload in WORKLOADS:
+            for workload in args.workloads:
                 for conc in args.concurrency:
                     configs = [c for c, (_x, w) in CONFIGS.items() if workload in w]
                     # Rotate which proxy goes first, so drift hits them all alike.
                     shift = next(turn) % len(configs)
                     for config in configs[shift:] + configs[:shift]:
-                        run = measure(config, ports[config], workload, conc, args.requests)
+                        run = measure(
+                            config,
+                            ports[config],
+                            workload,
+                            conc,
+                            args.requests,
+                            proxies[config].pid,
+                        )
                         sent[config] += run.requests
                         results.setdefault((config, workload, conc), []).append(run)
                         print(
                             f"rep {rep + 1} {config:<12} {workload:<4} c={conc}: "
-                            f"p50 {run.latency_p50_ms:.2f} ms, {run.rps:.0f} req/s"
+                            f"p50 {run.latency_p50_ms:.2f} ms, {run.rps:.0f} req/s, "
+                            f"{run.cpu_us or 0:.0f} µs CPU/req"
                             + (f", errors {run.errors}" if run.errors else ""),
                             file=sys.stderr,
                         )

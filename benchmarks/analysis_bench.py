@@ -1,28 +1,31 @@
 """Time `mcp-layers summary` against DuckDB and jq asking the same question, in one run.
 
-    .venv/bin/python benchmarks/analysis_bench.py                    # 1M records, 3 runs each
-    .venv/bin/python benchmarks/analysis_bench.py --rss-at 1000000 4000000
+    .venv/bin/python benchmarks/analysis_bench.py                    # 1M records, 3 rounds
+    .venv/bin/python benchmarks/analysis_bench.py --records 1000000 4000000 --spark
 
 The recording is synthetic (`support/synthetic.py`: five clients, every outcome and
 layer, retries, sessions, 2 % injected faults), seeded, and cached under
 `benchmarks/out/` (git-ignored). The question: calls per client × origin × outcome, and
 latency p50/p95/p99 per client × origin (origin: organic, or injected by a fault rule).
 
-Contenders, each a separate process timed from start to exit (best of `--repeat`):
+Contenders, each a separate process timed from start to exit. The machine may be shared,
+so the contenders take turns: `--repeat` rounds, each running every contender once, and
+the table gives medians; "vs DuckDB" is the median over the rounds of DuckDB's time over
+ours in the same round (≥ 1: ours is faster), so a slow minute slows both sides alike.
 
 - `mcp-layers summary FILE --format json` (the installed console script), which answers
   that and much more (layers, methods, tools, error codes, statuses, percentiles of each);
-- with `--spark`, the same on `--engine spark` (local mode, one run);
+- with `--spark`, the same on `--engine spark` (local mode, one run, at the first size);
 - DuckDB: `read_json` told the five columns, GROUP BY GROUPING SETS, `quantile_disc`
   (nearest rank, as ours); the same with the columns detected (`read_json(path)`); and
   DuckDB asked everything `summary` prints;
 - jq: the four fields of every request collected, then `group_by` for counts and sorted
-  durations for percentiles.
+  durations for percentiles (one run).
 
 The answers are checked: counts must be equal, DuckDB and jq percentiles equal (both
 exact), ours within the documented 0.5 % (and the microsecond rounding). Peak RSS is the
 most the whole process tree (main process and workers) held at once, sampled every 20 ms,
-and the largest single process (`ru_maxrss`). No assertion on time: it prints the numbers.
+the largest over the rounds. No assertion on time: it prints the numbers.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -118,14 +121,14 @@ JQ_QUESTION = r"""
 @dataclass
 class Timing:
     name: str
-    walls: list[float]
-    cpu: float  # user + sys of the whole tree, best run
-    tree_rss_mb: float  # most the process tree held at once, over the runs
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)  # user + sys of the whole tree
+    tree_rss_mb: float = 0.0  # most the process tree held at once, over the runs
     answer: Any = None
 
     @property
-    def best(self) -> float:
-        return min(self.walls)
+    def median(self) -> float:
+        return statistics.median(self.walls)
 
 
 def tree_rss_kb(pid: int) -> int:
@@ -148,50 +151,42 @@ def tree_rss_kb(pid: int) -> int:
     return total
 
 
-def timed(
-    name: str,
-    argv: list[str],
-    repeat: int,
-    env: dict[str, str] | None = None,
-    parse: Callable[[bytes], Any] | None = None,
-) -> Timing:
-    walls: list[float] = []
-    cpus: list[float] = []
-    peak_kb = 0
-    answer = None
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        with tempfile.TemporaryFile() as out:
-            start = time.perf_counter()
-            proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
-            )
-            peak = [0]
-            done = threading.Event()
+@dataclass
+class Contender:
+    name: str
+    argv: list[str]
+    parse: Callable[[bytes], Any] | None = None
+    once: bool = False  # slow: one run, not every round
 
-            def sample(
-                pid: int = proc.pid, peak: list[int] = peak, done: threading.Event = done
-            ) -> None:
-                while not done.is_set():
-                    peak[0] = max(peak[0], tree_rss_kb(pid))
-                    done.wait(0.02)
 
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            _, err = proc.communicate()
-            walls.append(time.perf_counter() - start)
-            done.set()
-            sampler.join()
-            if proc.returncode != 0:
-                raise SystemExit(f"{name} failed ({proc.returncode}):\n{err.decode()}")
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-            peak_kb = max(peak_kb, peak[0])
-            out.seek(0)
-            if parse is not None and answer is None:
-                answer = parse(out.read())
-    best = walls.index(min(walls))
-    return Timing(name, walls, cpus[best], peak_kb / 1024, answer)
+def run_once(c: Contender, t: Timing) -> None:
+    """One run of `c`, added to `t`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(c.argv, stdout=out, stderr=subprocess.PIPE)
+        peak = [0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], tree_rss_kb(proc.pid))
+                done.wait(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, err = proc.communicate()
+        t.walls.append(time.perf_counter() - start)
+        done.set()
+        sampler.join()
+        if proc.returncode != 0:
+            raise SystemExit(f"{c.name} failed ({proc.returncode}):\n{err.decode()}")
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t.cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        t.tree_rss_mb = max(t.tree_rss_mb, peak[0] / 1024)
+        out.seek(0)
+        if c.parse is not None and t.answer is None:
+            t.answer = c.parse(out.read())
 
 
 # --------------------------------------------------------------------- the answers
@@ -200,7 +195,7 @@ def timed(
 Answer = tuple[dict[tuple[str, str, str], int], dict[tuple[str, str], list[float]]]
 
 
-def ours(stdout: bytes) -> Answer:
+def ours_answer(stdout: bytes) -> Answer:
     counts: dict[tuple[str, str, str], int] = {}
     pct: dict[tuple[str, str], list[float]] = {}
     probed = set()
@@ -282,111 +277,105 @@ def script() -> str:
     return found
 
 
-def compare(n: int, seed: int, repeat: int, skip_jq: bool, spark: bool = False) -> list[Timing]:
+def compare(
+    n: int, seed: int, repeat: int, skip_jq: bool, spark: bool = False
+) -> dict[str, Timing]:
     path = recording(n, seed)
     size_mb = path.stat().st_size / 1e6
     print(
         f"\n{path.name}: {n:,} records, {size_mb:,.0f} MB, {os.cpu_count()} cores; "
-        f"best of {repeat}; load average {os.getloadavg()[0]:.1f}",
+        f"{repeat} rounds; load average {os.getloadavg()[0]:.1f}",
         file=sys.stderr,
     )
     py = sys.executable
-    runs = [
-        timed(
-            "mcp-layers summary",
-            [script(), "summary", str(path), "--format", "json"],
-            repeat,
-            parse=ours,
-        ),
-        timed(
-            "duckdb (the question)",
-            [py, "-c", DUCKDB_QUESTION, str(path)],
-            repeat,
-            parse=duckdb_answer,
-        ),
-        timed(
+    ours = Contender("mcp-layers summary", [script(), "summary", str(path), "--format", "json"])
+    ours.parse = ours_answer
+    contenders = [
+        ours,
+        Contender("duckdb (the question)", [py, "-c", DUCKDB_QUESTION, str(path)], duckdb_answer),
+        Contender(
             "duckdb (the question, columns detected)",
             [py, "-c", DUCKDB_DETECTED, str(path)],
-            repeat,
-            parse=duckdb_answer,
+            duckdb_answer,
         ),
-        timed(
-            "duckdb (everything summary prints)", [py, "-c", DUCKDB_EVERYTHING, str(path)], repeat
-        ),
+        Contender("duckdb (everything summary prints)", [py, "-c", DUCKDB_EVERYTHING, str(path)]),
     ]
-    jq = not skip_jq and shutil.which("jq")
-    if jq:
-        with tempfile.NamedTemporaryFile("w", suffix=".jq", delete=False) as prog:
-            prog.write(JQ_QUESTION)
-        runs.append(timed("jq", ["jq", "-n", "-c", "-f", prog.name, str(path)], 1, parse=jq_answer))
-        os.unlink(prog.name)
+    prog = None
+    if not skip_jq and shutil.which("jq"):
+        with tempfile.NamedTemporaryFile("w", suffix=".jq", delete=False) as f:
+            f.write(JQ_QUESTION)
+        prog = f.name
+        contenders.append(
+            Contender("jq", ["jq", "-n", "-c", "-f", prog, str(path)], jq_answer, once=True)
+        )
     if spark:
-        runs.append(
-            timed(
+        contenders.append(
+            Contender(
                 "mcp-layers summary --engine spark",
                 [script(), "summary", str(path), "--format", "json", "--engine", "spark"],
-                1,
-                parse=ours,
+                ours_answer,
+                once=True,
             )
         )
-    exact = runs[1].answer
-    gaps = [check(runs[0].answer, exact, "duckdb")]
-    check(runs[2].answer, exact, "duckdb (columns detected)")
-    if spark:
-        gaps.append(check(runs[-1].answer, exact, "spark"))
-    if jq:
-        jq_run = next(t for t in runs if t.name == "jq")
-        check(jq_run.answer, exact, "jq")  # both exact: equal but for float rounding
-        gaps.append(check(runs[0].answer, jq_run.answer, "jq"))
+    runs = {c.name: Timing(c.name) for c in contenders}
+    for r in range(repeat):
+        for c in contenders:
+            if c.once and r != repeat // 2:  # the slow ones once, mid-way
+                continue
+            run_once(c, runs[c.name])
+    if prog is not None:
+        os.unlink(prog)
+    exact = runs["duckdb (the question)"].answer
+    mine = runs[ours.name]
+    gaps = [check(mine.answer, exact, "duckdb")]
+    check(runs["duckdb (the question, columns detected)"].answer, exact, "duckdb (detected)")
+    if "mcp-layers summary --engine spark" in runs:
+        gaps.append(check(runs["mcp-layers summary --engine spark"].answer, exact, "spark"))
+    if "jq" in runs:
+        check(runs["jq"].answer, exact, "jq")  # both exact: equal but for float rounding
+        gaps.append(check(mine.answer, runs["jq"].answer, "jq"))
     print(
         f"answers agree: counts equal; percentiles within {max(gaps):.3%} of the exact "
         f"ones (bound {RELATIVE_ERROR:.3%})",
         file=sys.stderr,
     )
-    base = runs[0].best
-    print(f"\n| {'tool':40} | best s | median s | CPU s | peak RSS (tree) | vs mcp-layers |")
-    print(f"|{'-' * 42}|-------:|---------:|------:|----------------:|--------------:|")
-    for t in runs:
+    print(
+        f"\n{n:,} records, {size_mb:,.0f} MB ({repeat} rounds; load average now "
+        f"{os.getloadavg()[0]:.1f})\n"
+    )
+    print(f"| {'tool':40} | median s | runs s | CPU s | peak RSS (tree) | ours faster by |")
+    print(f"|{'-' * 42}|---------:|:-------|------:|----------------:|---------------:|")
+    for t in runs.values():
+        if t is mine:
+            ratio = "—"
+        elif len(t.walls) == len(mine.walls):  # paired: the median of per-round ratios
+            ratio = (
+                f"{statistics.median(o / m for o, m in zip(t.walls, mine.walls, strict=True)):.2f}x"
+            )
+        else:  # one run: against our median
+            ratio = f"{t.median / mine.median:.2f}x"
+        walls = " ".join(f"{w:.1f}" for w in t.walls)
         print(
-            f"| {t.name:40} | {t.best:6.2f} | {statistics.median(t.walls):8.2f} | "
-            f"{t.cpu:5.2f} | {t.tree_rss_mb:11.0f} MB | {t.best / base:12.2f}x |"
+            f"| {t.name:40} | {t.median:8.2f} | {walls:6} | {statistics.median(t.cpus):5.2f} | "
+            f"{t.tree_rss_mb:11.0f} MB | {ratio:>14} |"
         )
     return runs
 
 
-def rss_at(sizes: list[int], seed: int) -> None:
-    print("\n| records | file MB | best s | peak RSS, process tree | peak RSS, largest process |")
-    print("|--------:|--------:|-------:|-----------------------:|--------------------------:|")
-    for n in sizes:
-        path = recording(n, seed)
-        t = timed("mcp-layers summary", [script(), "summary", str(path), "--format", "json"], 1)
-        largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(
-            f"| {n:,} | {path.stat().st_size / 1e6:,.0f} | {t.best:.2f} | "
-            f"{t.tree_rss_mb:.0f} MB | {largest:.0f} MB |"
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument(
+        "--records", type=int, nargs="+", default=[1_000_000], metavar="N", help="sizes"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-jq", action="store_true")
-    parser.add_argument("--spark", action="store_true", help="also --engine spark (local[*])")
     parser.add_argument(
-        "--rss-at",
-        type=int,
-        nargs="*",
-        default=None,
-        metavar="N",
-        help="also run mcp-layers alone at these sizes, for peak memory",
+        "--spark", action="store_true", help="also --engine spark (local[*]), at the first size"
     )
     args = parser.parse_args()
-    if args.rss_at:
-        # First, on its own: ru_maxrss of children only grows, so measure before the rest.
-        rss_at(args.rss_at, args.seed)
-    compare(args.records, args.seed, args.repeat, args.skip_jq, args.spark)
+    for i, n in enumerate(args.records):
+        compare(n, args.seed, args.repeat, args.skip_jq, args.spark and i == 0)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,11 @@ HERE = Path(__file__).resolve().parent
 #: (script, arguments at default size, arguments with --quick)
 BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("addon_bench.py", [], ["--requests", "300", "--reps", "1"]),
-    ("analysis_bench.py", ["--rss-at", "1000000", "4000000"], ["--records", "200000", "--skip-jq"]),
+    (
+        "analysis_bench.py",
+        ["--records", "1000000", "4000000"],
+        ["--records", "200000", "--skip-jq"],
+    ),
     ("load.py", [], ["--quick"]),
     ("long_stream.py", [], ["--quick"]),
 ]

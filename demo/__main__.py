@@ -164,6 +164,18 @@ def compare(record_dir: Path) -> int:
     return done.returncode
 
 
+def report(record_dir: Path) -> int:
+    """`mcp-layers report` over the recordings, written beside them; prints its path."""
+    target = record_dir / "report.html"
+    cli = Path(sys.executable).with_name("mcp-layers")
+    command = [str(cli), "report", str(record_dir), "-o", str(target), "--title", "mcp-layers demo"]
+    say(f"\n$ {shown_command()} report {_shown(record_dir)} -o {_shown(target)}")
+    done = subprocess.run(command, timeout=ANALYSIS_TIMEOUT_S)
+    if done.returncode == 0:
+        say(f"report: {_shown(target)}  (open {target.resolve().as_uri()}; it works offline)")
+    return done.returncode
+
+
 #: What the closing table counts: without it, `calls 5` after six calls and a 0 % failure
 #: rate under a failing fault read as wrong.
 COUNTS_NOTE = (
@@ -216,7 +228,7 @@ def main() -> int:
     files = sorted(record_dir.glob("mcp-*.jsonl"))
     lines = sum(len(f.read_bytes().splitlines()) for f in files)
     say(f"recording: {_shown(record_dir)}/ ({len(files)} files, {lines} records)")
-    code = compare(record_dir)
+    code = compare(record_dir) or report(record_dir)
     if code == 0:
         shutil.rmtree(logs, ignore_errors=True)
         where, cli = _shown(record_dir), shown_command()

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 
+from mcp_layers_analysis.errors import AnalysisError, InputError
+
 from . import clients as clients_mod
 from . import matrix, presets
 from .run import CLIENT_TIMEOUT_S, SCRIPTS, LabError, Plan, load_results, run_lab
@@ -80,6 +82,11 @@ def write_outputs(out_dir: Path, publish: Path | None) -> int:
     (out_dir / "MATRIX.md").write_text(text, encoding="utf-8")
     (out_dir / "runs.md").write_text(matrix.runs_table(cells), encoding="utf-8")
     _compare(out_dir)
+    html = out_dir / "MATRIX.html"
+    try:
+        matrix.write_html(out_dir / "runs", html)
+    except (AnalysisError, InputError) as exc:
+        print(f"MATRIX.html not written: {exc}", file=sys.stderr)
     print(f"matrix: {out_dir / 'MATRIX.md'}")
     verdicts = _verdicts(out_dir, env, date)
     if publish is not None:
@@ -89,6 +96,9 @@ def write_outputs(out_dir: Path, publish: Path | None) -> int:
             beside = publish.with_name(VERDICTS)
             beside.write_text(verdicts, encoding="utf-8")
             print(f"published: {beside}")
+        if html.exists():
+            shutil.copyfile(html, publish.with_suffix(".html"))
+            print(f"published: {publish.with_suffix('.html')}")
     broken = [c for c in cells if c.broken]
     for c in broken:
         print(f"FAILED {c.run.client} {c.run.scenario}: {'; '.join(c.notes)}", file=sys.stderr)
@@ -226,12 +236,18 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="another build of the addon script (default: addon/mcp_layers.py)",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time, each in its own namespace (default 1: timings stay quiet)",
+    )
     parser.add_argument("--list", action="store_true", help="list clients and faults")
     args = parser.parse_args(argv)
 
     if args.list:
         for c in clients_mod.CLIENTS:
-            where = f"npm {c.npm}@{c.version}" if c.npm else f"PyPI mcp=={c.version}"
+            where = f"{c.package.replace('`', '')} {c.version}"
             print(f"client {c.name:12} {where}{'' if c.agent else '  (SDK reference)'}")
         for f in presets.FAULTS:
             print(f"fault  {f.name:20} {f.describe()}")
@@ -261,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             args.isolation,
             args.timeout,
             addon=args.addon,
+            jobs=max(1, args.jobs),
         )
     except (LabError, clients_mod.InstallError) as exc:
         print(f"lab: {exc}", file=sys.stderr)

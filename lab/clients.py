@@ -64,17 +64,30 @@ class Client:
     version: str  #: the pinned version
     #: `name@version` the client sends in `initialize` (how records name it)
     client_info: str
-    api: str  #: the model API it speaks: anthropic, responses or gemini
+    api: str  #: the model API it speaks: anthropic, responses, chat or gemini
     launch: Callable[[Setup], Launch]
-    npm: str | None = None  #: the npm package, pinned to `version`; None: the Python SDK
+    npm: str | None = None  #: the npm package, pinned to `version`
+    #: the PyPI package, pinned to `version`, installed into a virtualenv of its own
+    pypi: str | None = None
     #: a third-party agent (big download; run only on demand, isolated from the network)
     agent: bool = True
     #: a folder whose node_modules may already hold the pinned package (saves a download)
     reuse: Path | None = None
+    #: a name lookup the client makes whatever it is told (why, for the matrix): connects to
+    #: a DNS server (port 53) are then listed as known, not a broken run; any other outbound
+    #: connect still is. The namespace stops the lookup either way.
+    known_lookup: str | None = None
 
     @property
     def label(self) -> str:
         return f"{self.name}@{self.version}"
+
+    @property
+    def package(self) -> str:
+        """Where the pinned package comes from, for the matrix and ``--list``."""
+        if self.npm is not None:
+            return f"npm `{self.npm}`"
+        return f"PyPI `{self.pypi or 'mcp'}`"
 
 
 # ------------------------------------------------------------------ environment
@@ -110,6 +123,11 @@ def base_env(home: Path) -> dict[str, str]:
 def _bin(setup: Setup, *parts: str) -> str:
     assert setup.prefix is not None
     return str(setup.prefix.joinpath("node_modules", *parts))
+
+
+def _venv_bin(setup: Setup, name: str) -> str:
+    assert setup.prefix is not None
+    return str(setup.prefix / "bin" / name)
 
 
 def _write_json(path: Path, obj: object) -> Path:
@@ -260,6 +278,159 @@ def _opencode(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
+def _qwen(s: Setup) -> Launch:
+    # A Gemini CLI fork: the same settings layout under ~/.qwen, the OpenAI provider by env.
+    _write_json(
+        s.home / ".qwen" / "settings.json",
+        {
+            "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+            "model": {"name": "lab-model"},
+            "mcpServers": {SERVER_NAME: {"httpUrl": s.mcp_url, "trust": True}},
+            # Else MCP tools hide behind tool_search/tool_call and the model never sees echo.
+            "tools": {"toolSearch": {"enabled": False}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        },
+    )
+    argv = [_bin(s, ".bin", "qwen"), "-p", s.prompt, "--output-format", "stream-json"]
+    env = {
+        "OPENAI_API_KEY": DUMMY_KEY,
+        "OPENAI_BASE_URL": f"{s.model_url}/v1",
+        "OPENAI_MODEL": "lab-model",
+        "QWEN_SANDBOX": "false",
+        "QWEN_TELEMETRY_ENABLED": "false",
+    }
+    return Launch(argv, env)
+
+
+def _copilot(s: Setup) -> Launch:
+    config = _write_json(
+        s.home / "mcp.json",
+        {"mcpServers": {SERVER_NAME: {"type": "http", "url": s.mcp_url, "tools": ["*"]}}},
+    )
+    argv = [
+        _bin(s, ".bin", "copilot"),
+        "-p",
+        s.prompt,
+        "--additional-mcp-config",
+        f"@{config}",
+        "--disable-builtin-mcps",
+        "--allow-all-tools",
+        "--disable-client-telemetry",
+        "--no-auto-update",
+        "--output-format",
+        "json",
+    ]
+    env = {
+        "COPILOT_HOME": str(s.home / ".copilot"),
+        # BYOK in offline mode: no GitHub login, telemetry, web tools or update check.
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": f"{s.model_url}/v1",
+        "COPILOT_PROVIDER_TYPE": "openai",
+        "COPILOT_PROVIDER_API_KEY": DUMMY_KEY,
+        "COPILOT_MODEL": "gpt-4.1",
+        "COPILOT_AUTO_UPDATE": "false",
+    }
+    return Launch(argv, env)
+
+
+def _continue(s: Setup) -> Launch:
+    cdir = s.home / ".continue"
+    # JSON is YAML: the config file needs no YAML writer.
+    config = _write_json(
+        cdir / "config.yaml",
+        {
+            "name": "lab",
+            "version": "0.0.1",
+            "schema": "v1",
+            "models": [
+                {
+                    "name": "lab",
+                    "provider": "openai",
+                    "model": "gpt-4.1",
+                    "apiBase": f"{s.model_url}/v1",
+                    "apiKey": DUMMY_KEY,
+                    "roles": ["chat"],
+                }
+            ],
+            "mcpServers": [{"name": SERVER_NAME, "type": "streamable-http", "url": s.mcp_url}],
+        },
+    )
+    # The update check reads this switch from the global context.
+    _write_json(cdir / "index" / "globalContext.json", {"autoUpdateCli": False})
+    argv = [
+        _bin(s, ".bin", "cn"),
+        "-p",
+        s.prompt,
+        "--config",
+        str(config),
+        "--auto",
+        "--format",
+        "json",
+    ]
+    env = {
+        "CONTINUE_GLOBAL_DIR": str(cdir),
+        "CONTINUE_CLI_ENABLE_TELEMETRY": "0",
+        "CONTINUE_METRICS_ENABLED": "0",
+    }
+    return Launch(argv, env)
+
+
+def _kilocode(s: Setup) -> Launch:
+    # An opencode fork: the same config schema and flags, its own KILO_ switches.
+    config = _write_json(
+        s.home / "kilo.json",
+        {
+            "model": "anthropic/claude-sonnet-4-5",
+            "provider": {
+                "anthropic": {"options": {"baseURL": f"{s.model_url}/v1", "apiKey": DUMMY_KEY}}
+            },
+            "mcp": {
+                SERVER_NAME: {"type": "remote", "url": s.mcp_url, "enabled": True, "oauth": False}
+            },
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"*": "allow"},
+        },
+    )
+    argv = [_bin(s, ".bin", "kilo"), "run", "--format", "json", "--print-logs", s.prompt]
+    env = {
+        "KILO_CONFIG": str(config),
+        "KILO_TELEMETRY_LEVEL": "off",
+        "KILO_DISABLE_MODELS_FETCH": "1",
+        "KILO_DISABLE_AUTOUPDATE": "1",
+        "KILO_DISABLE_SHARE": "1",
+        "KILO_DISABLE_LSP_DOWNLOAD": "1",
+        "KILO_DISABLE_DEFAULT_PLUGINS": "1",
+        "KILO_DISABLE_SESSION_INGEST": "1",
+        "KILO_DISABLE_PRESENCE": "1",
+        "KILO_DISABLE_CODEBASE_INDEXING": "1",
+        "KILO_DISABLE_CLAUDE_CODE": "1",
+    }
+    return Launch(argv, env)
+
+
+def _fast_agent(s: Setup) -> Launch:
+    argv = [
+        _venv_bin(s, "fast-agent"),
+        "go",
+        "--no-home",
+        "--url",
+        s.mcp_url,
+        # The generic provider is OpenAI Chat Completions at any base URL.
+        "--model",
+        "generic.gpt-4.1",
+        "--base-url",
+        f"{s.model_url}/v1",
+        "--no-shell",
+        "--message",
+        s.prompt,
+    ]
+    env = {"GENERIC_API_KEY": DUMMY_KEY, "GENERIC_BASE_URL": f"{s.model_url}/v1"}
+    return Launch(argv, env)
+
+
 def _py_sdk(s: Setup) -> Launch:
     argv = [
         sys.executable,
@@ -308,6 +479,44 @@ CLIENTS: Final[tuple[Client, ...]] = (
         npm="@google/gemini-cli",
     ),
     Client("opencode", "1.18.33", "opencode@1.18.33", "anthropic", _opencode, npm="opencode-ai"),
+    Client("copilot", "1.0.102", "copilot-cli@1.0.102", "chat", _copilot, npm="@github/copilot"),
+    Client(
+        "continue",
+        "1.5.47",
+        "continue-cli-client@1.0.0",
+        "chat",
+        _continue,
+        npm="@continuedev/cli",
+        known_lookup="a version check of api.continue.dev at start-up, hard-coded, with no "
+        "switch (CONTINUE_API_BASE does not move it)",
+    ),
+    Client(
+        "kilocode",
+        "7.7.7",
+        "kilo@7.7.7",
+        "anthropic",
+        _kilocode,
+        npm="@kilocode/cli",
+        known_lookup="a name lookup at start-up that none of its KILO_ switches (telemetry, "
+        "models fetch, updates, share, session ingest, presence) turns off; the host is not "
+        "known (a Bun binary: no lookup hook)",
+    ),
+    Client(
+        "fast-agent",
+        "0.10.48",
+        "fast-agent-mcp@0.10.48",
+        "chat",
+        _fast_agent,
+        pypi="fast-agent-mcp",
+    ),
+    Client(
+        "qwen-code",
+        "0.24.4",
+        "qwen-cli-mcp-client-echo@0.0.1",
+        "chat",
+        _qwen,
+        npm="@qwen-code/qwen-code",
+    ),
     Client(
         "py-sdk",
         PY_SDK_VERSION,
@@ -364,6 +573,8 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
     npm installs once per version (``npm install --no-save --prefix <cache>/<name>@<version>``);
     a prefix that already holds the pinned version is used as it is.
     """
+    if c.pypi is not None:
+        return _install_pypi(c, c.pypi, cache, log)
     if c.npm is None:
         have = importlib.metadata.version("mcp")
         if have != c.version:
@@ -401,4 +612,46 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
     if done.returncode != 0 or _installed_version(prefix, c.npm) != c.version:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
         raise InstallError(f"{c.name}: npm install failed ({done.returncode}):\n{tail}")
+    return prefix
+
+
+def _venv_version(prefix: Path, package: str) -> str | None:
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        return None
+    probe = f"import importlib.metadata as m; print(m.version({package!r}))"
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _install_pypi(c: Client, package: str, cache: Path, log: Callable[[str], None]) -> Path:
+    """A virtualenv of the client's own (its own MCP SDK, not this environment's)."""
+    prefix = cache / c.label
+    if _venv_version(prefix, package) == c.version:
+        return prefix
+    # The interpreter this environment was made from (3.12 or later, as the project needs).
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    log(f"installing {package}=={c.version} into {prefix} (once)")
+    try:
+        steps = (
+            [base, "-m", "venv", "--clear", str(prefix)],
+            [
+                str(prefix / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"{package}=={c.version}",
+            ],
+        )
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+            if done.returncode != 0:
+                tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
+                raise InstallError(f"{c.name}: {' '.join(step[:4])} failed:\n{tail}")
+    except subprocess.TimeoutExpired as e:
+        raise InstallError(f"{c.name}: pip install took over {NPM_TIMEOUT_S:.0f} s") from e
+    if _venv_version(prefix, package) != c.version:
+        raise InstallError(f"{c.name}: {package} {c.version} is not in {prefix} after pip install")
     return prefix

@@ -11,6 +11,9 @@ docs/lab.md):
   namespaces: a tool offered as ``{"type": "namespace", "name": "mcp__echo", "tools":
   [{"type": "function", "name": "echo"}]}`` is called with ``"namespace": "mcp__echo",
   "name": "echo"`` (a flat name is refused by Codex as an "unsupported call").
+- OpenAI Chat Completions: ``POST /v1/chat/completions`` (the OpenAI-compatible agents),
+  streamed (``chat.completion.chunk`` deltas, a ``tool_calls`` delta, ``finish_reason``,
+  a usage chunk, ``data: [DONE]``) or one JSON ``chat.completion``.
 - Gemini: ``POST /v1beta/models/M:generateContent`` and
   ``:streamGenerateContent?alt=sse`` (Gemini CLI), ``:countTokens``; a JSON-mode side call
   (``responseMimeType: application/json``, Gemini CLI's model routing) gets the JSON
@@ -139,11 +142,11 @@ def decide(script: str, turn: Turn) -> Reply:
 def pick_tool(names: list[str]) -> str | None:
     """The echo tool among the names offered, however the client spells it.
 
-    ``echo`` (SDK agents), ``mcp__echo__echo`` (Claude Code), ``mcp_echo_echo`` (Gemini CLI),
-    ``echo_echo`` (opencode).
+    ``echo`` (SDK agents), ``mcp__echo__echo`` (Claude Code, Qwen Code), ``mcp_echo_echo``
+    (Gemini CLI), ``echo_echo`` (opencode), ``echo-echo`` (Copilot CLI).
     """
     for name in names:
-        if name == "echo" or name.endswith("_echo"):
+        if name == "echo" or name.endswith(("_echo", "-echo")):
             return name
     return None
 
@@ -224,6 +227,27 @@ def responses_turn(body: dict[str, Any]) -> Turn:
         and (items[-1].get("type") == "function_call_output")
     )
     return Turn(tool, namespace, calls, tuple(results), reporting)
+
+
+def chat_turn(body: dict[str, Any]) -> Turn:
+    """An OpenAI Chat Completions request: tools are ``{"type": "function", "function": {…}}``."""
+    names = []
+    for t in body.get("tools") or []:
+        if isinstance(t, dict):
+            fn = t.get("function")
+            names.append(
+                str((fn.get("name") if isinstance(fn, dict) else None) or t.get("name") or "")
+            )
+    calls = 0
+    results: list[ToolResult] = []
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    for msg in messages:
+        if msg.get("role") == "assistant" and isinstance(msg.get("tool_calls"), list):
+            calls += len(msg["tool_calls"])
+        elif msg.get("role") == "tool":
+            results.append(ToolResult(_text_of(msg.get("content"))))
+    reporting = bool(messages) and messages[-1].get("role") == "tool"
+    return Turn(pick_tool(names), None, calls, tuple(results), reporting)
 
 
 def gemini_turn(body: dict[str, Any]) -> Turn:
@@ -391,6 +415,58 @@ def responses_events(reply: Reply, model: str) -> list[bytes]:
     return [_sse(e["type"], {**e, "sequence_number": n}) for n, e in enumerate(events)]
 
 
+CHAT_USAGE: Final = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+
+
+def chat_message(reply: Reply) -> tuple[dict[str, Any], str]:
+    """The assistant message of a Chat Completions answer, and its finish reason."""
+    if reply.kind == "tool":
+        call = {
+            "id": _id("call_"),
+            "type": "function",
+            "function": {"name": reply.tool, "arguments": _j(TOOL_ARGS)},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
+    return {"role": "assistant", "content": reply.text}, "stop"
+
+
+def chat_completion(reply: Reply, model: str) -> dict[str, Any]:
+    message, finish = chat_message(reply)
+    return {
+        "id": _id("chatcmpl-"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": CHAT_USAGE,
+    }
+
+
+def chat_events(reply: Reply, model: str) -> list[bytes]:
+    """A streamed Chat Completions answer: role, content or tool call, finish, usage, [DONE]."""
+    message, finish = chat_message(reply)
+    base = {
+        "id": _id("chatcmpl-"),
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""}, None)]
+    if reply.kind == "tool":
+        calls = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+        chunks.append(chunk({"tool_calls": calls}, None))
+    else:
+        chunks.append(chunk({"content": reply.text}, None))
+    chunks.append(chunk({}, finish))
+    # The usage chunk has no choices (what `stream_options.include_usage` asks for).
+    chunks.append({**base, "choices": [], "usage": CHAT_USAGE})
+    return [_sse(None, c) for c in chunks] + [b"data: [DONE]\n\n"]
+
+
 def gemini_response(reply: Reply) -> dict[str, Any]:
     if reply.kind == "tool":
         part: dict[str, Any] = {"functionCall": {"name": reply.tool, "args": TOOL_ARGS}}
@@ -535,6 +611,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._anthropic(body)
             elif path.endswith("/responses"):
                 self._responses(body)
+            elif path.endswith("/chat/completions"):
+                self._chat(body)
             elif ":countTokens" in path:
                 self._note("gemini-count", None, None)
                 self._json(200, {"totalTokens": 42})
@@ -561,6 +639,16 @@ class _Handler(BaseHTTPRequestHandler):
         reply = decide(self.server.script, turn)
         self._note("responses", turn, reply, model=body.get("model"), stream=body.get("stream"))
         self._stream(responses_events(reply, str(body.get("model") or "lab-fake")))
+
+    def _chat(self, body: dict[str, Any]) -> None:
+        turn = chat_turn(body)
+        reply = decide(self.server.script, turn)
+        self._note("chat", turn, reply, model=body.get("model"), stream=body.get("stream"))
+        model = str(body.get("model") or "lab-fake")
+        if body.get("stream"):
+            self._stream(chat_events(reply, model))
+        else:
+            self._json(200, chat_completion(reply, model))
 
     def _gemini(self, body: dict[str, Any], *, stream: bool) -> None:
         turn = gemini_turn(body)

@@ -96,6 +96,10 @@ class Cell:
     printed: list[str] | None = None  #: the verdicts the client printed (None: no LAB-DONE)
     clients_seen: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: why the fault could not act on this client (it never sent what the fault hits)
+    inapplicable: str | None = None
+    #: the client's known name lookup was seen (and stopped by the namespace)
+    known_lookup: bool = False
 
     @property
     def broken(self) -> bool:
@@ -106,6 +110,8 @@ class Cell:
 
     @property
     def retried(self) -> str:
+        if self.inapplicable is not None:
+            return f"n/a: {self.inapplicable}"
         methods = list(dict.fromkeys(r.method for r in self.retries))
         return ", ".join(methods) if methods else "no"
 
@@ -244,7 +250,9 @@ def build_cell(run: RunResult) -> Cell:
     if not cell.agrees:
         cell.notes.append("the client printed other results than the model received")
     if fault.name != "none" and cell.fired == 0:
-        cell.notes.append("the fault never fired")
+        cell.inapplicable = inapplicable(fault, requests)
+        if cell.inapplicable is None:
+            cell.notes.append("the fault never fired")
     passed = [
         r["method"]
         for r in requests
@@ -253,8 +261,13 @@ def build_cell(run: RunResult) -> Cell:
     if passed:
         # A fault meant to fail every call let one through: the proxy, not the client.
         cell.notes.append(f"the fault let {', '.join(dict.fromkeys(passed))} through")
-    if run.violations:
-        cell.notes.append("OUTBOUND CONNECT " + " ".join(run.violations))
+    client = clients_mod.client(run.client)
+    outbound = list(run.violations)
+    if client.known_lookup is not None and outbound and all(v.endswith(":53") for v in outbound):
+        cell.known_lookup = True
+        outbound = []
+    if outbound:
+        cell.notes.append("OUTBOUND CONNECT " + " ".join(outbound))
     if run.unhandled:
         cell.notes.append("fake model could not answer " + "; ".join(run.unhandled))
     # Only the addon's own failures (a hook that raised, a cutter that broke, lost records)
@@ -268,11 +281,26 @@ def build_cell(run: RunResult) -> Cell:
         cell.notes.append("addon: " + "; ".join(addon))
     if run.error:
         cell.notes.append(f"harness error: {run.error}")
-    client = clients_mod.client(run.client)
     if records and client.client_info not in cell.clients_seen:
         seen = ", ".join(cell.clients_seen)
         cell.notes.append(f"records name {seen}, not {client.client_info}")
     return cell
+
+
+def inapplicable(fault: presets.Fault, requests: list[dict[str, Any]]) -> str | None:
+    """Why a fault that never fired had nothing to act on, or None (then it misfired).
+
+    A client on the stateless protocol (2026-07-28) sends no ``initialize``; a server
+    answers it with JSON, so a fault that cuts an SSE answer has no stream to cut.
+    """
+    if fault.method is None:
+        return None
+    hit = [r for r in requests if r.get("method") == fault.method]
+    if not hit:
+        return f"never sends `{fault.method}`"
+    if fault.sse and not any("event-stream" in str(r.get("contentType")) for r in hit):
+        return f"`{fault.method}` answered with JSON, no SSE to cut"
+    return None
 
 
 def printed_verdicts(stdout: Path) -> list[str] | None:
@@ -353,13 +381,17 @@ def render(cells: list[Cell], environment: dict[str, str], date: str | None = No
     ]
     for name in names:
         c = clients_mod.client(name)
-        package = f"npm `{c.npm}`" if c.npm else "PyPI `mcp`"
+        package = c.package
         lines.append(f"| {c.name} | {c.version} ({package}) | {c.api} model API |")
     lines += ["", "Environment: " + ", ".join(f"{k} {v}" for k, v in environment.items()) + "."]
     bad = [c for c in cells if c.notes]
     if bad:
         lines += ["", "**Warnings:**", ""]
         lines += [f"- {c.run.client} / `{c.run.scenario}`: {'; '.join(c.notes)}" for c in bad]
+    lookups = list(dict.fromkeys(c.run.client for c in _order(cells) if c.known_lookup))
+    if lookups:
+        lines += ["", "Known name lookups (stopped by the network namespace):", ""]
+        lines += [f"- {n}: {clients_mod.client(n).known_lookup}" for n in lookups]
     once = _order([c for c in cells if c.run.script == "once"])
     again = _order([c for c in cells if c.run.script != "once"])
     if once:
@@ -406,6 +438,16 @@ LEGEND: Final = (
     "answer names them); `≠ model` if they differ from the model's log, `timeout` if the "
     "client had to be killed.",
 )
+
+
+def write_html(runs: Path, target: Path) -> None:
+    """The matrix as a page: the report's compare section (client × scenario heat map and
+    every figure) over the runs' recordings."""
+    from mcp_layers_analysis import report
+
+    report.write_from(
+        [str(runs)], target, title="MCP client retry matrix: the lab's runs", sections=("compare",)
+    )
 
 
 def runs_table(cells: list[Cell]) -> str:

@@ -27,6 +27,8 @@ class Fault:
     reaches_model: bool = True
     #: methods the fault must fail every time (a success there means the fault misfired)
     always: tuple[str, ...] = ()
+    #: the fault acts on an SSE answer only (a JSON answer leaves it nothing to cut)
+    sse: bool = False
 
     def sets(self) -> list[str]:
         """The mitmdump `--set` values (without the scenario label)."""
@@ -97,6 +99,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "stream_cut",
         "the first `tools/call`'s SSE answer cut just before the result",
         preset="errors.stream_cut",
+        sse=True,
     ),
     Fault(
         "unavailable",

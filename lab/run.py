@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -388,40 +389,51 @@ def run_lab(
     timeout_s: float = CLIENT_TIMEOUT_S,
     log: Callable[[str], None] = print,
     addon: Path | None = None,
+    jobs: int = 1,
 ) -> list[RunResult]:
-    """Every run of ``plan`` into ``out_dir/runs/<client>/<scenario>/``, one after another."""
+    """Every run of ``plan`` into ``out_dir/runs/<client>/<scenario>/``, ``jobs`` at a time."""
     netns, strace = resolve_isolation(isolation, plan)
     log(
         f"isolation: {'network namespace' if netns else 'none'}; "
         f"connect tracing: {'strace' if strace else 'unavailable'}"
     )
     prefixes = {c: clients_mod.install(clients_mod.client(c), cache, log) for c in plan.clients}
-    results = []
+    specs = []
     for c, f, s in plan.runs():
         run_dir = out_dir / "runs" / c / scenario_name(f, s)
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
         p = prefixes[c]
-        spec = RunSpec(
-            c,
-            f,
-            s,
-            str(run_dir),
-            str(p) if p else None,
-            netns,
-            strace,
-            timeout_s,
-            str(addon) if addon else None,
+        specs.append(
+            RunSpec(
+                c,
+                f,
+                s,
+                str(run_dir),
+                str(p) if p else None,
+                netns,
+                strace,
+                timeout_s,
+                str(addon) if addon else None,
+            )
         )
-        results.append(_spawn(spec))
-        r = results[-1]
+
+    def one(spec: RunSpec) -> RunResult:
+        r = _spawn(spec)
         status = "timeout" if r.timed_out else f"exit {r.exit_code}"
         extra = f"  HARNESS ERROR {r.error}" if r.error else ""
         if r.violations:
             extra += f"  OUTBOUND {' '.join(r.violations)}"
-        log(f"{c:12} {scenario_name(f, s):26} {status:8} {r.seconds:6.1f} s{extra}")
-    return results
+        log(f"{r.client:12} {r.scenario:26} {status:8} {r.seconds:6.1f} s{extra}")
+        return r
+
+    if jobs <= 1:
+        return [one(spec) for spec in specs]
+    # Each run is a worker of its own (its own namespace, ports, HOME): runs of one client
+    # share nothing but the read-only install, so they may overlap. Results keep plan order.
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, specs))
 
 
 def _spawn(spec: RunSpec) -> RunResult:

@@ -110,16 +110,44 @@ class RecordWriter:
         self.path: Path | None = None
 
     def write(self, records: list[dict[str, Any]]) -> None:
+        lines: list[bytes] = []
         for record in records:
             try:
-                line = dumps_line(record)
+                lines.append(dumps_line(record))
             except (TypeError, ValueError, RecursionError) as e:
                 # Past what any JSON writer takes (nesting beyond the interpreter's
                 # recursion limit): this record is lost, counted and reported like a
                 # refused write, and the others of the batch are still written.
                 self._lose(e)
-                continue
+        if len(lines) > 1 and self._write_all(lines):
+            return
+        for line in lines:
             self._write_one(line)
+
+    def _write_all(self, lines: list[bytes]) -> bool:
+        """Several lines in one `write` (one system call for a batch of records), when
+        the file is open, no rotation falls inside them and all goes well; False: the
+        caller writes them one by one (which counts and reports any failure)."""
+        fd = self._fd
+        if fd is None or self._outfile is not None or self._failing:
+            return False
+        data = b"".join(lines)
+        if self.max_bytes and self._size + len(data) > self.max_bytes:
+            return False
+        before = self._size
+        try:
+            written = os.write(fd, data)
+        except OSError:
+            return False
+        if written != len(data):
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, before)  # never leave part of a batch behind
+            return False
+        self._size += written
+        self.written += len(lines)
+        if (self.retain_bytes or self.retain_days) and self._clock() >= self._next_retain:
+            self.maintain()
+        return True
 
     def _write_one(self, line: bytes) -> None:
         try:

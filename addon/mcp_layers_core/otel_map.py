@@ -10,6 +10,9 @@ Conventions followed (docs/otel.md): OpenTelemetry GenAI semantic conventions, M
 (`open-telemetry/semantic-conventions-genai`, `docs/gen-ai/mcp.md` and
 `model/mcp/*.yaml` at commit `SEMCONV_COMMIT`; status Development).
 
+Size: over 400 lines because it is one table-like mapping (every record field to its
+attributes, statuses, links and metrics); split, each half would need the other's names.
+
 Shape of a trace: one trace per MCP session (the session's hashed key names it); one
 `mcp_layers.session` span for the session's lifeline, written when its `session_end`
 record comes, and under it one span per exchange. An exchange outside a session (a

@@ -9,6 +9,9 @@ field is one edit here (plus regeneration and whatever code fills it).
 A field's type is a small declarative value (`Int`, `Str`, `Enum`, `Obj`, …) rather than
 a Python annotation, because it has to become a JSON Schema, a Markdown cell and a
 reader's decoder, and none of those can be read back from `int | None` reliably.
+
+Size: over 400 lines because it is the declarative table itself (every field, outcome and
+note with its meaning); the code in it is a few small functions.
 """
 
 from __future__ import annotations

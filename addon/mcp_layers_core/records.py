@@ -7,6 +7,7 @@ strings here, and only here.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,9 +30,31 @@ from .redact import error_message, redact_json
 MAX_NOTE_CHARS = 120
 
 
-def iso_ms(ts: float) -> str:
-    """`2026-11-30T15:02:51.925Z`: ISO-8601 UTC with milliseconds."""
+def _iso_ms_slow(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+#: The date-and-seconds part of the last second `iso_ms` wrote: records come in bursts
+#: within the same second, and building a datetime is most of the cost.
+_last_second: list[Any] = [None, ""]
+
+
+def iso_ms(ts: float) -> str:
+    """`2026-11-30T15:02:51.925Z`: ISO-8601 UTC with milliseconds (as `datetime` writes it)."""
+    if not 0 <= ts < 32503680000:  # before 1970 or after 2999: rare, done the long way
+        return _iso_ms_slow(ts)
+    # The microseconds as `datetime.fromtimestamp` rounds them (half to even), then cut.
+    frac, whole = math.modf(ts)
+    micros = round(frac * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    second = int(whole)
+    if _last_second[0] != second:
+        _last_second[:] = [
+            second,
+            datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+        ]
+    return f"{_last_second[1]}.{micros // 1000:03d}Z"
 
 
 def duration_ms(start: float, end: float | None) -> float | None:

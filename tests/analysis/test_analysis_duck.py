@@ -7,8 +7,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
-from analysis_helpers import BASELINE, FIXTURES, SYNTHETIC
+from analysis_helpers import BASELINE, FIXTURES, SYNTHETIC, invoke
 from mcp_layers_analysis import inputs
 from mcp_layers_analysis.compare import table
 from mcp_layers_analysis.duck import DuckEngine
@@ -121,3 +122,94 @@ def test_older_records_lack_later_fields_and_read_them_as_null(
     assert duck.rows("SELECT retryOf, injected, previousSession FROM records") == [
         (None, None, None)
     ]
+
+
+# --------------------------------------------------------------------- inputs read in place
+
+
+def with_lines(tmp_path: Path, extra: dict[int, bytes]) -> Path:
+    """The synthetic recording with lines put in before the given (1-based) line numbers."""
+    lines = SYNTHETIC.read_bytes().splitlines(keepends=True)
+    out: list[bytes] = []
+    for i, line in enumerate(lines, 1):
+        if i in extra:
+            out.append(extra[i] + b"\n")
+        out.append(line)
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"".join(out))
+    return path
+
+
+def session_end(**fields: object) -> bytes:
+    return orjson.dumps({"v": 1, "kind": "session_end", "session": "s-x", **fields})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["summary", "--method", "tools/call"],
+        ["show", "s-e1a6e04b64"],
+        ["query", "SELECT count(*) FROM records WHERE kind = 'request'"],
+    ],
+    ids=["summary", "show", "query"],
+)
+def test_a_query_over_the_inputs_in_place_finds_bad_lines_its_filters_leave_out(
+    command: list[str], tmp_path: Path
+) -> None:
+    # Lines no row of the answer comes from: the check runs on every line all the same.
+    path = with_lines(tmp_path, {10: session_end(v="1"), 20: b'{"kind":"request"}'})
+    result = invoke(*command, path)
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == (
+        f'{path}:10: not a record of a known schema version ("v": "1"), skipped\n'
+        f'{path}:21: not a record (no "v" field), skipped\n'
+        "mcp-layers: 2 bad lines skipped (912 records read)\n"
+    )
+    clean = invoke(*command, SYNTHETIC)
+    assert result.stdout == clean.stdout
+
+
+def test_a_field_that_does_not_convert_is_found_where_the_query_reads_it(tmp_path: Path) -> None:
+    path = with_lines(tmp_path, {30: session_end(durationMs="slow")})
+    result = invoke("summary", path, "--method", "tools/call")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith(
+        f"{path}:30: not a valid v1 record: durationMs should be a number or null, not a "
+        "string, skipped\n"
+    )
+    assert result.stdout == invoke("summary", SYNTHETIC, "--method", "tools/call").stdout
+
+
+def test_clean_inputs_read_in_place_are_read_once(duck: DuckEngine) -> None:
+    report = duck.load(inputs.expand([str(SYNTHETIC)]), None, print, shared=False)
+    assert duck.rows("SELECT count(*) FROM records WHERE kind = 'session_end'")[0][0] > 0
+    # Nobody asked how many records there were: no second pass counted them.
+    assert report.counted is None and report.bad_lines == 0
+    assert report.records == 912
+    assert duck.rows("SELECT _src, id FROM records ORDER BY _seq LIMIT 2") == [(0, 1), (0, 13)]
+
+
+def test_the_view_and_the_table_give_the_same_records(tmp_path: Path) -> None:
+    paths = [str(SYNTHETIC), str(BASELINE)]
+    query = "SELECT * FROM records ORDER BY _seq"
+    answers = []
+    for shared in (True, False):
+        engine = DuckEngine(threads=2)
+        try:
+            engine.load(inputs.expand(paths), None, print, shared=shared)
+            answers.append(engine.table(query))
+        finally:
+            engine.close()
+    assert answers[0] == answers[1]
+    assert len(answers[0][1]) > 912
+
+
+def test_a_line_longer_than_duckdbs_default_reads(tmp_path: Path) -> None:
+    big = orjson.dumps(
+        {"v": 1, "kind": "request", "outcome": "SUCCESS", "bodies": {"request": "x" * (17 << 20)}}
+    )
+    path = with_lines(tmp_path, {5: big})
+    result = invoke("query", "SELECT count(*) AS n FROM records", path, "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    assert orjson.loads(result.stdout) == [{"n": 913}]

@@ -341,6 +341,117 @@ def test_responses_is_error_in_the_output_is_an_error(fake: FakeModel) -> None:
         assert item["content"][0]["text"] == DONE_PREFIX + "error"
 
 
+# ------------------------------------------------------------------ OpenAI Chat Completions
+
+
+def chat_request(extra: list[Any], tool: str = "mcp__echo__echo") -> dict[str, Any]:
+    """What the OpenAI-compatible agents send (Qwen Code 0.24.4, Copilot CLI 1.0.102 BYOK)."""
+    return {
+        "model": "lab-model",
+        "messages": [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": [{"type": "text", "text": PROMPT}]},
+            *extra,
+        ],
+        "max_tokens": 4096,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": [
+            {"type": "function", "function": {"name": "read_file", "parameters": {}}},
+            {
+                "type": "function",
+                "function": {"name": tool, "description": "Echo", "parameters": ECHO_SCHEMA},
+            },
+        ],
+    }
+
+
+def chat_call(name: str = "mcp__echo__echo") -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def chat_chunks(body: bytes) -> tuple[list[dict[str, Any]], bool]:
+    """The JSON chunks of a streamed answer, and whether it ended with ``data: [DONE]``."""
+    datas = [
+        line[6:] for line in body.decode().splitlines() if line.startswith("data: ") and line[6:]
+    ]
+    done = bool(datas) and datas[-1] == "[DONE]"
+    return [json.loads(d) for d in datas if d != "[DONE]"], done
+
+
+@pytest.mark.parametrize("name", ["mcp__echo__echo", "echo-echo", "echo"])
+def test_chat_stream_calls_the_mcp_tool(fake: FakeModel, name: str) -> None:
+    status, ctype, body = post(fake, "/v1/chat/completions", chat_request([], name))
+    assert (status, ctype) == (200, "text/event-stream")
+    chunks, done = chat_chunks(body)
+    assert done
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    call = chunks[1]["choices"][0]["delta"]["tool_calls"][0]
+    assert call["index"] == 0 and call["type"] == "function" and call["id"].startswith("call_")
+    assert call["function"]["name"] == name
+    assert json.loads(call["function"]["arguments"]) == {"text": "hello"}
+    assert chunks[2]["choices"][0]["finish_reason"] == "tool_calls"
+    # The usage chunk comes last, without choices (stream_options.include_usage).
+    assert chunks[3]["choices"] == [] and chunks[3]["usage"]["total_tokens"] == 15
+
+
+def test_chat_finishes_after_the_result(fake: FakeModel) -> None:
+    result = {"role": "tool", "tool_call_id": "call_1", "content": '{"result":"echo: hello"}'}
+    chunks, done = chat_chunks(
+        post(fake, "/v1/chat/completions", chat_request([chat_call(), result]))[2]
+    )
+    assert done
+    assert "".join(
+        c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]
+    ) == (DONE_PREFIX + "ok")
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    entry = read_log(fake.log.path)[-1]  # type: ignore[arg-type]
+    assert entry["api"] == "chat" and entry["calls"] == 1
+    assert [r["verdict"] for r in entry["results"]] == ["ok"]
+
+
+def test_chat_after_an_error_follows_the_script(fake: FakeModel, script: str) -> None:
+    # Continue CLI sends the result as the JSON text of its content blocks.
+    error = {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": [{"type": "text", "text": "MCP error -32603: injected"}],
+    }
+    chunks, _ = chat_chunks(
+        post(fake, "/v1/chat/completions", chat_request([chat_call(), error]))[2]
+    )
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    if script == "once":
+        assert any(d.get("content") == DONE_PREFIX + "error" for d in deltas)
+    else:
+        assert any("tool_calls" in d for d in deltas)
+
+
+def test_chat_json_answer(fake: FakeModel) -> None:
+    request = chat_request([]) | {"stream": False}
+    status, ctype, body = post(fake, "/v1/chat/completions", request)
+    assert (status, ctype) == (200, "application/json")
+    answer = json.loads(body)
+    assert answer["object"] == "chat.completion"
+    choice = answer["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "mcp__echo__echo"
+    assert "index" not in choice["message"]["tool_calls"][0]
+
+
+def test_chat_without_the_tool_answers_text(fake: FakeModel) -> None:
+    request = chat_request([]) | {"tools": []}
+    chunks, _ = chat_chunks(post(fake, "/v1/chat/completions", request)[2])
+    assert any(
+        c["choices"][0]["delta"].get("content") == DONE_PREFIX + "none"
+        for c in chunks
+        if c["choices"]
+    )
+
+
 # ------------------------------------------------------------------ Gemini
 
 
@@ -459,7 +570,7 @@ def test_gzip_and_chunked_bodies_are_read(fake: FakeModel) -> None:
 
 
 def test_unknown_paths_are_refused_and_logged(fake: FakeModel) -> None:
-    status, _, _ = post(fake, "/v1/chat/completions", {"messages": []})
+    status, _, _ = post(fake, "/v1/embeddings", {"input": []})
     assert status == 404
     assert read_log(Path(fake.log.path))[-1]["api"] == "unhandled"
 

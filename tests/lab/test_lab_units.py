@@ -72,7 +72,9 @@ def test_client_entries_point_only_at_loopback(entry: clients.Client, tmp_path: 
             host = part.split("/")[0].split(":")[0].strip('"')
             # The opencode schema URL is a JSON-schema name, never fetched.
             assert host in ("127.0.0.1", "localhost") or part.startswith("opencode.ai/config"), part
-    assert entry.client_info.endswith("@" + entry.version)
+    # Qwen Code and Continue announce a fixed clientInfo version, not their own.
+    fixed = {"qwen-code": "0.0.1", "continue": "1.0.0"}
+    assert entry.client_info.endswith("@" + fixed.get(entry.name, entry.version))
     # No key of the caller's leaks in: the environment is built, not inherited.
     assert "ANTHROPIC_API_KEY" not in clients.base_env(home)
 
@@ -232,3 +234,71 @@ def test_cell_from_a_recording(tmp_path: Path) -> None:
         "| error (503) → ok | error,ok |"
     ) in text
     assert "2026-11-30" in text and "2.3.0" in text
+
+
+def _stateless_run(tmp_path: Path, fault: str, violations: list[str]) -> RunResult:
+    """A Copilot-CLI-like run: the stateless protocol, JSON answers, no fault hit."""
+    client = {"client": "copilot-cli@1.0.102"}
+    records = [
+        _record(1, "server/discover", "SUCCESS", "2026-12-01T10:00:00.000Z", **client),
+        _record(2, "tools/list", "SUCCESS", "2026-12-01T10:00:00.100Z", **client),
+        _record(
+            3,
+            "tools/call",
+            "TOOL_SUCCESS",
+            "2026-12-01T10:00:00.200Z",
+            contentType="application/json",
+            **client,
+        ),
+    ]
+    (tmp_path / "mcp-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "client.out").write_text("LAB-DONE results=ok\n")
+    entry = {"tool": "echo-echo", "reply": "text", "results": [{"verdict": "ok", "text": "x"}]}
+    (tmp_path / "model.log").write_text(json.dumps(entry) + "\n")
+    return RunResult(
+        "copilot",
+        "1.0.102",
+        fault,
+        "once",
+        fault,
+        str(tmp_path),
+        exit_code=0,
+        violations=violations,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        ("initialize_503", "n/a: never sends `initialize`"),
+        ("stream_cut", "n/a: `tools/call` answered with JSON, no SSE to cut"),
+    ],
+)
+def test_a_fault_with_nothing_to_act_on_is_na_not_broken(
+    tmp_path: Path, fault: str, why: str
+) -> None:
+    cell = matrix.build_cell(_stateless_run(tmp_path, fault, []))
+    assert cell.fired == 0 and cell.retried == why
+    assert not cell.broken, cell.notes
+
+
+def test_a_fault_that_had_its_target_and_never_fired_is_broken(tmp_path: Path) -> None:
+    cell = matrix.build_cell(_stateless_run(tmp_path, "tools_call_503", []))
+    assert cell.broken and "the fault never fired" in cell.notes
+
+
+def test_a_known_lookup_is_listed_and_other_connects_still_break(tmp_path: Path) -> None:
+    assert clients.client("continue").known_lookup is not None
+    run = _stateless_run(tmp_path, "none", ["10.255.255.53:53"])
+    cell = matrix.build_cell(run)
+    # copilot has no known lookup: any outbound connect breaks its run.
+    assert cell.broken and not cell.known_lookup
+    known = matrix.build_cell(
+        RunResult(**{**run.__dict__, "client": "continue", "version": "1.5.47"})
+    )
+    assert known.known_lookup
+    assert not any("OUTBOUND" in n for n in known.notes)
+    text = matrix.render([known], {}, "2026-12-01")
+    assert "Known name lookups" in text and "api.continue.dev" in text
+    leaking = RunResult(**{**run.__dict__, "client": "continue", "violations": ["1.2.3.4:443"]})
+    assert any("OUTBOUND" in n for n in matrix.build_cell(leaking).notes)

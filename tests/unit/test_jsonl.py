@@ -85,3 +85,42 @@ def test_a_failed_write_is_cut_back_to_whole_lines(tmp_path: Path, monkeypatch) 
     assert [json.loads(x)["id"] for x in w.path.read_bytes().splitlines()] == [1, 3]
     assert (w.written, w.lost) == (2, 1)
     assert len(said) == 2 and "being lost" in said[0] and "1 records lost so far" in said[1]
+
+
+def test_a_batch_is_one_write_of_whole_lines(tmp_path: Path, monkeypatch) -> None:
+    w = RecordWriter(tmp_path, started=1_764_517_281.5)
+    w.write([{"id": 0}])  # opens the file
+    calls: list[int] = []
+    real_write = os.write
+
+    def counting(fd: int, data: bytes) -> int:
+        calls.append(data.count(b"\n"))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counting)
+    w.write([{"id": n} for n in range(1, 6)])
+    assert calls == [5] and w.written == 6
+    assert w.path is not None
+    assert [json.loads(line)["id"] for line in w.path.read_bytes().splitlines()] == list(range(6))
+
+
+def test_a_short_batch_write_is_cut_back_and_written_line_by_line(
+    tmp_path: Path, monkeypatch
+) -> None:
+    w = RecordWriter(tmp_path, started=1_764_517_281.5)
+    w.write([{"id": 0}])
+    real_write = os.write
+    short = [True]
+
+    def once_short(fd: int, data: bytes) -> int:
+        if short[0] and data.count(b"\n") > 1:
+            short[0] = False
+            return real_write(fd, data[:7])  # half a line reaches the disk
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", once_short)
+    w.write([{"id": n} for n in range(1, 4)])
+    assert w.path is not None
+    lines = w.path.read_bytes().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [0, 1, 2, 3]
+    assert w.written == 4 and w.lost == 0

@@ -1,0 +1,65 @@
+"""`mcp-layers report`: the figures of every command as one self-contained HTML page.
+
+`data` gathers them from the engine (the commands' queries and a few of the report's
+own), `page` lays them out around hand-made SVG charts (`svg`, `timeline`), with the page's
+stylesheet and script inlined: one file that opens offline from `file://`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.load import Engine
+
+from . import queries
+from .data import DEFAULT_LIMITS, Limits, compare_only, gather
+from .page import SECTIONS, render
+
+__all__ = ["SECTIONS", "Limits", "matching", "write", "write_from"]
+
+
+def matching(engine: Engine, filters: Filters) -> int:
+    """How many records the filters let through."""
+    return int(engine.rows(queries.matching(filters))[0][0])
+
+
+def write(
+    engine: Engine,
+    filters: Filters,
+    target: Path,
+    *,
+    records: int,  # that match the filters
+    inputs: Sequence[str],
+    title: str = "mcp-layers report",
+    sections: Sequence[str] = SECTIONS,
+    limits: Limits = DEFAULT_LIMITS,
+) -> int:
+    """Write the page for the records in `engine` to `target`; returns its size in bytes."""
+    if tuple(sections) == ("compare",):
+        data = compare_only(engine, filters, records)
+    else:
+        data = gather(engine, filters, records, limits)
+    html = render(data, title=title, inputs=inputs, only=sections)
+    target.write_text(html, encoding="utf-8")
+    return target.stat().st_size
+
+
+def write_from(
+    paths: Sequence[str], target: Path, *, title: str, sections: Sequence[str] = SECTIONS
+) -> int:
+    """The page for the recordings under `paths` (read by DuckDB, every record), for
+    callers outside the CLI (the lab's matrix). Raises AnalysisError or InputError."""
+    from mcp_layers_analysis.duck import DuckEngine
+    from mcp_layers_analysis.inputs import expand
+
+    engine = DuckEngine()
+    try:
+        report = engine.load(expand(paths), None, lambda _: None)
+        return write(
+            engine, Filters(), target, records=report.records, inputs=paths, title=title,
+            sections=sections,
+        )  # fmt: skip
+    finally:
+        engine.close()

@@ -1,0 +1,152 @@
+"""The SQL only the report needs: distributions to draw, and the records of a timeline.
+
+Everything else the report shows is what the commands print (`summary`, `retries`,
+`sessions`, `compare`), from their own queries. These are written the same way, from the
+same building blocks, in DuckDB's dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.queries import LAST_STATUS, in_list, is_probe, literal, matched
+from mcp_layers_analysis.schema import REQUEST
+from mcp_layers_analysis.table import SEQUENCE, SOURCE, TABLE
+
+#: Upper edges (ms) of the bins a latency or delay histogram is drawn with: 1-2-5 steps,
+#: so that the labels read as round numbers; the last bin holds everything above.
+EDGES_MS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 60_000)
+
+
+def bin_of(column: str) -> str:
+    """SQL: the histogram bin (0 … len(EDGES_MS)) of a duration column."""
+    whens = " ".join(f"WHEN {column} < {e} THEN {i}" for i, e in enumerate(EDGES_MS))
+    return f"CASE {whens} ELSE {len(EDGES_MS)} END"
+
+
+def latency_bins(filters: Filters) -> str:
+    """Per client: organic calls per latency bin (probes and injected calls apart)."""
+    return f"""SELECT client, {bin_of("durationMs")} AS bin, count(*) AS n
+FROM {TABLE}
+WHERE kind = {literal(REQUEST)} AND {matched(filters)} AND durationMs IS NOT NULL
+  AND injected IS NULL AND NOT {is_probe()}
+GROUP BY 1, 2
+ORDER BY coalesce(client, '(none)'), bin"""
+
+
+def delay_bins(filters: Filters) -> str:
+    """Per client and retry origin: retries per delay bin."""
+    return f"""SELECT client, coalesce(retryOrigin, '(none)') AS origin,
+  {bin_of("retryDelayMs")} AS bin, count(*) AS n
+FROM {TABLE}
+WHERE kind = {literal(REQUEST)} AND {matched(filters)} AND retryOf IS NOT NULL
+  AND retryDelayMs IS NOT NULL
+GROUP BY 1, 2, 3
+ORDER BY coalesce(client, '(none)'), origin, bin"""
+
+
+#: The columns `timeline` gives, in order (the first ones are `show`'s).
+TIMELINE_COLUMNS: Final = (
+    "ts",
+    "id",
+    "kind",
+    "method",
+    "tool",
+    "serverMethod",
+    "httpStatuses",
+    "outcome",
+    "durationMs",
+    "attempt",
+    "retryOf",
+    "retryOrigin",
+    "continues",
+    "previousSession",
+    "endReason",
+    "injected_rule",
+    "injected_action",
+    "is_injected",
+    "sse_end",
+    "sse_resumed",
+    "has_sse",
+    "probe",
+    "notes",
+    "session",
+    "seq",
+    "at_ms",
+    "status",
+    "retry_target",
+    "continues_target",
+    "get_streams",
+    "server_requests",
+    "rank",
+    "records",
+    "retryDelayMs",
+)
+
+
+def timeline(sessions: Sequence[str], filters: Filters, per_session: int) -> str:
+    """The records of `sessions` (at most `per_session` of each, the first ones), each with
+    its time in epoch ms and the input position (`seq`) of the record its `retryOf` and
+    `continues` name: the nearest earlier record with that id in the same proxy run.
+    Only `shown` has the record's columns: the unqualified ones below are its own."""
+    return f"""WITH r AS (
+  SELECT *, {SOURCE} AS src, {SEQUENCE} AS seq,
+    sum(CASE WHEN id = 1 THEN 1 ELSE 0 END) OVER (
+      PARTITION BY {SOURCE} ORDER BY {SEQUENCE} ROWS UNBOUNDED PRECEDING) AS seg
+  FROM {TABLE}
+), chosen AS (
+  SELECT *,
+    row_number() OVER (PARTITION BY session
+      ORDER BY coalesce(ts, ''), coalesce(postCount, 0), coalesce(id, 0), seq) AS rank,
+    count(*) OVER (PARTITION BY session) AS records
+  FROM r
+  WHERE {in_list("session", sessions)} AND {matched(filters)}
+), shown AS (
+  SELECT * FROM chosen WHERE rank <= {per_session}
+), targets AS (
+  SELECT l.seq, l.how, max(t.seq) AS target
+  FROM (
+    SELECT seq, src, seg, retryOf AS target_id, 0 AS how FROM shown WHERE retryOf IS NOT NULL
+    UNION ALL
+    SELECT seq, src, seg, continues, 1 FROM shown WHERE continues IS NOT NULL
+  ) l
+  JOIN r t ON t.src = l.src AND t.seg = l.seg AND t.id = l.target_id AND t.seq < l.seq
+  GROUP BY 1, 2
+)
+SELECT s.ts, s.id, s.kind, s.method, s.tool, s.serverMethod, s.httpStatuses, s.outcome,
+  s.durationMs, s.attempt, s.retryOf, s.retryOrigin, s.continues, s.previousSession,
+  s.endReason, s.injected.rule, s.injected.action, s.injected IS NOT NULL, s.sse."end",
+  s.sse.resumed, s.sse IS NOT NULL, {is_probe()},
+  s.notes, s.session, s.seq,
+  epoch_ms(TRY_CAST(s.ts AS TIMESTAMP)) AS at_ms,
+  {LAST_STATUS} AS status,
+  rt.target, ct.target, s.sessionStats.getStreams, s.sessionStats.serverRequests,
+  s.rank, s.records, s.retryDelayMs
+FROM shown s
+LEFT JOIN targets rt ON rt.seq = s.seq AND rt.how = 0
+LEFT JOIN targets ct ON ct.seq = s.seq AND ct.how = 1
+ORDER BY s.session, s.rank"""
+
+
+def matching(filters: Filters) -> str:
+    """The number of records the filters let through."""
+    return f"SELECT count(*) FROM {TABLE} WHERE {matched(filters)}"
+
+
+def retry_sessions(filters: Filters) -> str:
+    """Pairs of sessions a retry joins: the retry in one, the attempt it repeats in another
+    (a failed `initialize` retried on the session it then got, a call resent on a new one)."""
+    return f"""WITH r AS (
+  SELECT session, id, kind, retryOf, {SOURCE} AS src, {SEQUENCE} AS seq,
+    {matched(filters)} AS matched,
+    sum(CASE WHEN id = 1 THEN 1 ELSE 0 END) OVER (
+      PARTITION BY {SOURCE} ORDER BY {SEQUENCE} ROWS UNBOUNDED PRECEDING) AS seg
+  FROM {TABLE}
+)
+SELECT DISTINCT t.session AS earlier, n.session AS later
+FROM r n JOIN r t ON t.src = n.src AND t.seg = n.seg AND t.id = n.retryOf AND t.seq < n.seq
+WHERE n.kind = {literal(REQUEST)} AND n.matched AND t.matched
+  AND n.session IS NOT NULL AND t.session IS NOT NULL AND n.session <> t.session
+ORDER BY 1, 2"""

@@ -1,0 +1,178 @@
+"""`mcp-layers report`: the page's content, from the real agent recordings (golden data).
+
+What a browser makes of it is tested in test_report_chromium.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from analysis_helpers import SYNTHETIC, invoke
+from mcp_layers_analysis.duck import DuckEngine
+from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.inputs import expand
+from mcp_layers_analysis.report import Limits, data, page, style, timeline
+from mcp_layers_core.record import LAYER_OF, Outcome
+from report_helpers import REAL, REAL_CLIENTS, write_report
+
+
+@pytest.fixture(scope="module")
+def real_page(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return write_report(tmp_path_factory.mktemp("report") / "report.html")
+
+
+def test_every_section_and_client_is_on_the_page(real_page: str) -> None:
+    for section in page.SECTIONS:
+        assert f'<section id="{section}"' in real_page
+    for client in REAL_CLIENTS:
+        assert f'data-client="{client}"' in real_page
+        assert f'value="{client}"' in real_page  # its filter
+
+
+def test_the_page_is_self_contained(real_page: str) -> None:
+    # No resource from elsewhere: no src= at all, no stylesheet link, no import.
+    assert not re.search(r"\bsrc\s*=", real_page)
+    assert "<link" not in real_page
+    assert "@import" not in real_page
+    assert not re.search(r"""(href|url)\(?\s*=?\s*["']?https?:""", real_page)
+
+
+def test_overview_figures_are_the_summary_figures(real_page: str) -> None:
+    # claude-code in the two lab recordings: 11 organic calls, both injected calls failed
+    # (mcp-layers summary says the same), latency percentiles as summary prints them.
+    card = _card(real_page, "overview", "claude-code@2.1.197")
+    assert "<dt>calls</dt><dd>11</dd>" in card
+    assert "2 of 2 (100.0%) failed" in card
+    assert "p50 12.3 ms" in card
+    assert "HTTP_ERROR 2" in card  # the injected calls' bar, labelled
+
+
+def test_retries_show_how_and_how_soon(real_page: str) -> None:
+    card = _card(real_page, "retries", "claude-code@2.1.197")
+    assert "reissue 1" in card and "reinit 1" in card
+    assert "<dt>Retry-After honoured</dt><dd>0 of 1 (0.0%)</dd>" in card
+    codex = _card(real_page, "retries", "codex-mcp-client@0.171.0")
+    assert "resend 1" in codex and "reissue 1" in codex
+
+
+def test_the_404_story_is_one_timeline(real_page: str) -> None:
+    # opencode's 404: the session it lost, and the one it initialised, on one timeline,
+    # with the re-initialisation and the reinit retry drawn as arrows.
+    chain = re.search(r'<article class="tl" id="t-s-9af7de106b".*?</article>', real_page, re.S)
+    assert chain, "no timeline for opencode's session_404 run"
+    text = chain.group(0)
+    assert "s-9af7de106b → s-c9df8aefbd" in text
+    assert 'class="link renew"' in text
+    assert re.search(r'class="link retry".*?>reinit \d+ ms<', text, re.S)
+    assert "bar o-transport inj" in text  # the injected 404, marked
+    assert "end: 404" in text
+
+
+def test_compare_heat_map_has_a_row_per_client_and_scenario(real_page: str) -> None:
+    heat = re.search(r"<table class='heat'>.*?</table>", real_page, re.S)
+    assert heat
+    rows = re.findall(r"<th scope='row'>([^<]*)<br><small>([^<]*)</small></th>", heat.group(0))
+    assert ("claude-code@2.1.197", "session_404") in rows
+    assert ("opencode@1.18.33", "stream_cut") in rows
+    assert len(rows) == len(REAL)
+    for name in ("failure rate", "retries: reinit", "Retry-After honoured"):
+        assert f"<th scope='col'>{name}</th>" in heat.group(0)
+
+
+def test_filters_reach_the_page(tmp_path: Path) -> None:
+    text = write_report(tmp_path / "r.html", "--client", "opencode")
+    assert 'value="opencode@1.18.33"' in text
+    assert 'data-client="claude-code' not in text
+    assert "data-client='claude-code" not in text
+
+
+def test_nothing_matched_exits_1(tmp_path: Path) -> None:
+    result = invoke("report", *REAL, "-o", tmp_path / "r.html", "--client", "nobody")
+    assert result.exit_code == 1
+    assert "no record matched" in result.stderr or "no records" in result.stderr
+
+
+def test_big_inputs_are_sampled_and_the_page_says_so() -> None:
+    engine = DuckEngine(threads=1)
+    try:
+        report = engine.load(expand([str(SYNTHETIC)]), None, lambda _: None)
+        limits = Limits(sessions=5, timelines=2, per_session=3)
+        d = data.gather(engine, Filters(), report.records, limits)
+    finally:
+        engine.close()
+    assert len(d.sessions) == 5 and len(d.chains) == 2
+    assert d.sampling.sessions_total > 5 and d.sampling.records_cut > 0
+    assert all(len(c.records) <= 3 * len(c.sessions) for c in d.chains)
+    html = page.render(d, title="t", inputs=["x"], only=page.SECTIONS)
+    assert f"shows the first 5 of {d.sampling.sessions_total} sessions" in html
+    assert f"Timelines are drawn for 2 of {d.sampling.chains_total}" in html
+    assert "records of long sessions are not drawn" in html
+
+
+def test_every_outcome_has_a_class_and_words() -> None:
+    for o in Outcome:
+        cls = style.outcome_class(o.value)
+        assert cls in {c for c, _ in style.LEGEND}, o
+        assert style.outcome_words(o.value)
+    assert (
+        style.outcome_class(Outcome.HTTP_ERROR.value) == f"o-{LAYER_OF[Outcome.HTTP_ERROR].value}"
+    )
+    assert style.outcome_class(None) == style.UNKNOWN
+    assert style.outcome_class("SOMETHING_NEW") == style.UNKNOWN
+
+
+def test_idle_stretches_are_cut_out_of_the_axis() -> None:
+    scale = timeline.scale_of([(0, 10), (20, 30), (60_000, 60_010)], 500)
+    assert len(scale.breaks) == 1
+    x, idle = scale.breaks[0]
+    assert idle == pytest.approx(59_970)
+    assert scale.x(0) == 0 and scale.x(60_010) == pytest.approx(500)
+    assert scale.x(30) < x < scale.x(60_000)
+
+
+def test_nice_steps() -> None:
+    assert [timeline.nice_step(x) for x in (0.7, 3, 40, 130)] == [1, 5, 50, 200]
+
+
+def _card(page_text: str, section: str, client: str) -> str:
+    part = re.search(rf'<section id="{section}".*?</section>', page_text, re.S)
+    assert part
+    card = re.search(
+        rf'<article class="card" data-client="{re.escape(client)}">.*?</article>',
+        part.group(0),
+        re.S,
+    )
+    assert card, f"no {section} card for {client}"
+    return card.group(0)
+
+
+def test_a_retry_on_a_new_session_joins_the_two_on_one_timeline(real_page: str) -> None:
+    # codex: initialize answered 503 (injected) on its own pseudo-session, resent on the
+    # session it then got: one chain, one timeline, the resend drawn as an arrow.
+    chain = re.search(r'<article class="tl" id="t-c-110ed201b1".*?</article>', real_page, re.S)
+    assert chain, "codex's failed initialize and its resend are not on one timeline"
+    assert "c-110ed201b1 → s-1e1044c680" in chain.group(0)
+    assert re.search(r'class="link retry".*?>resend \d+ ms<', chain.group(0), re.S)
+    # Each input's sessions stay apart: no chain mixes two clients.
+    for title in re.findall(r'<article class="tl"[^>]*data-client="([^"]*)">', real_page):
+        assert title in REAL_CLIENTS
+    assert len(re.findall(r'<article class="tl"', real_page)) == len(REAL)
+
+
+def test_the_lab_writes_its_matrix_as_a_page(tmp_path: Path) -> None:
+    from mcp_layers_lab import matrix
+
+    runs = tmp_path / "runs"
+    for i, source in enumerate(REAL):
+        (runs / str(i)).mkdir(parents=True)
+        (runs / str(i) / source.name).write_bytes(source.read_bytes())
+    target = tmp_path / "MATRIX.html"
+    matrix.write_html(runs, target)
+    text = target.read_text(encoding="utf-8")
+    assert "<table class='heat'>" in text
+    assert '<section id="compare"' in text
+    assert '<section id="sessions"' not in text
+    for client in REAL_CLIENTS:
+        assert f"<th scope='row'>{client}<br>" in text

@@ -1,0 +1,81 @@
+"""The report in a real browser: Debian's headless Chromium opens the page from `file://`.
+
+The page runs its own self-test when its address ends in `#selftest` (it works the client
+filter and writes what it saw into the DOM, which `--dump-dom` reads); each section is
+screenshot alone (`#only=NAME`) and the picture checked: not blank, and the colours of what
+the section must show are in it. The golden data are the real agent recordings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from report_helpers import REAL_CLIENTS, chromium, run_chromium, selftest_result, write_report
+
+#: Colours from report.css that each section's screenshot must contain (RGB).
+OK_GREEN = (0x2E, 0x8B, 0x57)
+TRANSPORT_RED = (0xC8, 0x37, 0x2D)
+REINIT_PINK = (0xCC, 0x79, 0xA7)
+HEAT_DARK = (0x2F, 0x6F, 0xB0)
+EXPECTED_COLOURS = {
+    "overview": (OK_GREEN, TRANSPORT_RED),
+    "retries": (REINIT_PINK,),
+    "sessions": (OK_GREEN, TRANSPORT_RED),
+    "compare": (HEAT_DARK,),
+}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    chromium()  # skips the module's tests, saying why, without a browser
+    where = tmp_path_factory.mktemp("report")
+    html = where / "report.html"
+    yield html, write_report(html)
+
+
+def test_page_loads_without_a_script_error_and_its_filter_works(
+    report: tuple[Path, str], tmp_path: Path
+) -> None:
+    html, _ = report
+    dom = run_chromium(tmp_path / "profile", "--dump-dom", html.as_uri() + "#selftest")
+    result = selftest_result(dom)
+    assert result["errors"] == []
+    assert result["clients"] == list(REAL_CLIENTS)
+    assert isinstance(result["charts"], int) and result["charts"] >= 20  # drawn, with a size
+    assert isinstance(result["marks"], int) and result["marks"] > 50
+    # Only the first client left ticked: fewer items shown, all of that client; "all" back.
+    assert result["kept"] == REAL_CLIENTS[0]
+    assert isinstance(result["after"], int) and isinstance(result["before"], int)
+    assert 0 < result["after"] < result["before"]
+    assert result["othersHidden"] is True
+    assert result["restored"] == result["before"]
+
+
+@pytest.mark.parametrize("section", sorted(EXPECTED_COLOURS))
+def test_each_section_renders(report: tuple[Path, str], tmp_path: Path, section: str) -> None:
+    html, _ = report
+    shot = tmp_path / f"{section}.png"
+    run_chromium(
+        tmp_path / "profile",
+        "--window-size=1200,1600",
+        f"--screenshot={shot}",
+        html.as_uri() + f"#only={section}",
+    )
+    image = Image.open(shot).convert("RGB")
+    counts = {colour: n for n, colour in image.getcolors(image.width * image.height) or []}
+    white = counts.get((255, 255, 255), 0)
+    assert white / (image.width * image.height) < 0.95, f"the {section} screenshot is blank"
+    colours = set(counts)
+    for colour in EXPECTED_COLOURS[section]:
+        assert colour in colours, f"{section}: no {colour} drawn"
+    # What the section says, as the browser laid it out (the DOM after the script ran).
+    dom = run_chromium(tmp_path / "profile2", "--dump-dom", html.as_uri() + f"#only={section}")
+    for client in REAL_CLIENTS:
+        assert client in dom
+    assert f'<section id="{section}" class="part">' in dom  # shown, the others hidden
+    others = [s for s in EXPECTED_COLOURS if s != section]
+    for other in others:
+        assert f'<section id="{other}" class="part" hidden="">' in dom
