@@ -344,11 +344,16 @@ def test_real_agent_recordings(path: Path) -> None:
     assert rows and result.exit_code in (0, 1)
     (client,) = {r["client"] for r in rows}
     got = {r["check"]: r["verdict"] for r in rows}
-    assert got["client-initialized-notification"] == "PASS", client
-    assert got["client-request-ids-unique"] == "PASS"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    if any(r["method"] == "initialize" for r in records):
+        assert got["client-initialized-notification"] == "PASS", client
+        assert got["client-request-ids-unique"] == "PASS"
+    else:  # a stateless 2026-07-28 client: no initialize, no session to judge
+        assert got["client-initialized-notification"] == "NOT_EXERCISED", client
+        assert got["client-request-ids-unique"] == "NOT_EXERCISED"
     assert got["client-protocol-version-header"] == "NOT_EXERCISED"  # no requestHeaders yet
     assert result.exit_code == (1 if "FAIL" in got.values() else 0)
-    if "session_404" in path.stem:
+    if "session_404" in path.stem and any(r["kind"] == "session_end" for r in records):
         assert got["client-session-renegotiate-on-404"] == "PASS"
         assert got["client-session-continues-after-renegotiation"] == "PASS"
     if "429" in path.stem:  # Claude Code retried 45 ms after a Retry-After of 2 s
