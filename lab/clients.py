@@ -249,11 +249,18 @@ def _gemini(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
-def _opencode(s: Setup) -> Launch:
+#: What opencode and its fork Kilo Code switch off, each under its own prefix.
+_OPENCODE_OFF = ("MODELS_FETCH", "AUTOUPDATE", "SHARE", "LSP_DOWNLOAD", "DEFAULT_PLUGINS")
+
+
+def _opencode_like(
+    s: Setup, config_name: str, binary: str, prefix: str, extra: dict[str, object]
+) -> Launch:
+    """opencode and the forks that kept its config schema and flags."""
     config = _write_json(
-        s.home / "opencode.json",
+        s.home / config_name,
         {
-            "$schema": "https://opencode.ai/config.json",
+            **extra,
             "model": "anthropic/claude-sonnet-4-5",
             "provider": {
                 "anthropic": {"options": {"baseURL": f"{s.model_url}/v1", "apiKey": DUMMY_KEY}}
@@ -266,16 +273,16 @@ def _opencode(s: Setup) -> Launch:
             "permission": {"*": "allow"},
         },
     )
-    argv = [_bin(s, ".bin", "opencode"), "run", "--format", "json", "--print-logs", s.prompt]
-    env = {
-        "OPENCODE_CONFIG": str(config),
-        "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_SHARE": "1",
-        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-    }
+    argv = [_bin(s, ".bin", binary), "run", "--format", "json", "--print-logs", s.prompt]
+    env = {f"{prefix}_CONFIG": str(config)}
+    env.update({f"{prefix}_DISABLE_{what}": "1" for what in _OPENCODE_OFF})
     return Launch(argv, env)
+
+
+def _opencode(s: Setup) -> Launch:
+    return _opencode_like(
+        s, "opencode.json", "opencode", "OPENCODE", {"$schema": "https://opencode.ai/config.json"}
+    )
 
 
 def _qwen(s: Setup) -> Launch:
@@ -379,36 +386,11 @@ def _continue(s: Setup) -> Launch:
 
 def _kilocode(s: Setup) -> Launch:
     # An opencode fork: the same config schema and flags, its own KILO_ switches.
-    config = _write_json(
-        s.home / "kilo.json",
-        {
-            "model": "anthropic/claude-sonnet-4-5",
-            "provider": {
-                "anthropic": {"options": {"baseURL": f"{s.model_url}/v1", "apiKey": DUMMY_KEY}}
-            },
-            "mcp": {
-                SERVER_NAME: {"type": "remote", "url": s.mcp_url, "enabled": True, "oauth": False}
-            },
-            "autoupdate": False,
-            "share": "disabled",
-            "permission": {"*": "allow"},
-        },
-    )
-    argv = [_bin(s, ".bin", "kilo"), "run", "--format", "json", "--print-logs", s.prompt]
-    env = {
-        "KILO_CONFIG": str(config),
-        "KILO_TELEMETRY_LEVEL": "off",
-        "KILO_DISABLE_MODELS_FETCH": "1",
-        "KILO_DISABLE_AUTOUPDATE": "1",
-        "KILO_DISABLE_SHARE": "1",
-        "KILO_DISABLE_LSP_DOWNLOAD": "1",
-        "KILO_DISABLE_DEFAULT_PLUGINS": "1",
-        "KILO_DISABLE_SESSION_INGEST": "1",
-        "KILO_DISABLE_PRESENCE": "1",
-        "KILO_DISABLE_CODEBASE_INDEXING": "1",
-        "KILO_DISABLE_CLAUDE_CODE": "1",
-    }
-    return Launch(argv, env)
+    launch = _opencode_like(s, "kilo.json", "kilo", "KILO", {})
+    launch.env["KILO_TELEMETRY_LEVEL"] = "off"
+    for what in ("SESSION_INGEST", "PRESENCE", "CODEBASE_INDEXING", "CLAUDE_CODE"):
+        launch.env[f"KILO_DISABLE_{what}"] = "1"
+    return launch
 
 
 def _fast_agent(s: Setup) -> Launch:

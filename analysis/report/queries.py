@@ -13,6 +13,7 @@ from typing import Final
 from mcp_layers_analysis.filters import Filters
 from mcp_layers_analysis.queries import LAST_STATUS, in_list, is_probe, literal, matched
 from mcp_layers_analysis.schema import REQUEST
+from mcp_layers_analysis.sessions import SHOW_COLUMNS
 from mcp_layers_analysis.table import SEQUENCE, SOURCE, TABLE
 
 #: Upper edges (ms) of the bins a latency or delay histogram is drawn with: 1-2-5 steps,
@@ -47,31 +48,9 @@ GROUP BY 1, 2, 3
 ORDER BY coalesce(client, '(none)'), origin, bin"""
 
 
-#: The columns `timeline` gives, in order (the first ones are `show`'s).
+#: The columns `timeline` gives, in order: `show`'s, then the timeline's own.
 TIMELINE_COLUMNS: Final = (
-    "ts",
-    "id",
-    "kind",
-    "method",
-    "tool",
-    "serverMethod",
-    "httpStatuses",
-    "outcome",
-    "durationMs",
-    "attempt",
-    "retryOf",
-    "retryOrigin",
-    "continues",
-    "previousSession",
-    "endReason",
-    "injected_rule",
-    "injected_action",
-    "is_injected",
-    "sse_end",
-    "sse_resumed",
-    "has_sse",
-    "probe",
-    "notes",
+    *SHOW_COLUMNS,
     "session",
     "seq",
     "at_ms",
