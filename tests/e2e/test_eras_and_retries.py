@@ -325,15 +325,17 @@ def test_ts_sdk_client_session_get_stream_and_delete(
     posts = server.stats()["count"] - before
     records = proxy.records()
 
-    assert [(r["kind"], r["method"], r["tool"]) for r in records] == [
+    kinds = [(r["kind"], r["method"], r["tool"]) for r in records]
+    assert kinds[:5] == [
         ("request", "initialize", None),
         ("notification", "notifications/initialized", None),
         ("request", "tools/list", None),
         ("request", "tools/call", "echo"),
         ("request", "tools/call", "fail"),
-        ("stream", None, None),  # the client's standby GET stream, ended by its DELETE
-        ("session_end", None, None),
     ]
+    # The client's standby GET stream ends as its DELETE is answered: which of the two
+    # finishes first (and so is written first) is a race on the wire.
+    assert sorted(kinds[5:]) == [("session_end", None, None), ("stream", None, None)]
     session = pseudonym("s-", seen["sessionId"])
     for r in records:
         common(r, f"{HOST}:{server.port}", "e2e")
