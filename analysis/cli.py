@@ -8,6 +8,8 @@ renderer. Diagnostics go to stderr, data to stdout; exit statuses are in `exitco
 from __future__ import annotations
 
 import contextlib
+import datetime
+import decimal
 import functools
 import os
 import sys
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import IO, Any, NoReturn, TextIO
 
 import click
+import orjson
 
 # Commands import their job modules themselves: `mcp-layers --help` and a small summary
 # should not pay for what they do not use.
@@ -595,15 +598,35 @@ def query(reading: Reading, statement: str) -> None:
         headers, rows = engine.table(statement)
         if not rows:
             report.settle()
-    write(reading, headers, [[_cell(v) for v in row] for row in rows])
+    nested = reading.fmt in (OutputFormat.JSON, OutputFormat.JSONL)
+    write(reading, headers, [[_cell(v, nested) for v in row] for row in rows])
     if not rows:
         nothing_matched(reading, report, "row")
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: Any, nested: bool) -> Any:
+    """A value DuckDB returned, as a cell: lists and structs stay JSON arrays and objects
+    in JSON output and read as JSON text elsewhere; decimals are numbers, times ISO text."""
+    value = _json_value(value)
+    if nested or not isinstance(value, list | dict):
+        return value
+    return orjson.dumps(value).decode()
+
+
+def _json_value(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float | bool):
         return value
-    return str(value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, datetime.date | datetime.time):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    return str(value)  # UUID, bytes, intervals…
 
 
 @cli.command(short_help="Write the records as Parquet, or as OpenTelemetry spans.")

@@ -155,8 +155,10 @@ class DuckEngine:
         )
 
     def _view(self) -> None:
-        # `row_number() OVER ()` counts rows in input order (insertion order is kept); a
-        # query that does not read `_seq` does not compute it.
+        # `row_number() OVER ()` counts rows in input order (insertion order is kept). The
+        # window is also what keeps CHECK on every row: without it DuckDB moves a query's
+        # own filters below CHECK, and a bad line they leave out would go unreported. It
+        # costs about 4 % of `summary`, computed whether or not a query reads `_seq`.
         self.con.execute(
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
             f"SELECT * EXCLUDE (v), CAST(v AS BIGINT) AS v, "

@@ -26,7 +26,12 @@ STALL_MS: Final = 10_000
 
 
 def aftermath_sql(base_cte: str, session: str | None = None) -> str:
-    """Every incident and the client's next move. `base_cte` is `verdicts.base`'s `r`."""
+    """Every incident and the client's next move. `base_cte` is `verdicts.base`'s `r`.
+
+    Linear in the records (a sort), not in incidents × records: each incident's next move
+    is found by a window over the client's moves with the incident placed among them, and
+    the other findings join only the few rows that can match (session ends, cancellations,
+    the session's requests)."""
     only = "" if session is None else f" AND a.session = {literal(session)}"
     return f"""WITH {base_cte},
 incident AS (
@@ -36,36 +41,57 @@ incident AS (
       AND NOT coalesce(a.negotiation, FALSE) AND coalesce(a.method, '') <> 'server/discover')
     OR (a.kind = 'stream' AND NOT a.shutdown AND a.sse IS NOT NULL
       AND a.sse."end" IN ('error', 'eof')))
+), move AS (
+  SELECT src, cl, seq, id, kind, method, requestHeaders, t0 FROM r
+  WHERE kind IN ('request', 'notification', 'response', 'stream')
+    OR (kind = 'session_end' AND len(requestHeaders) > 0)
+), placed AS (
+  -- Each incident just before the first move at or after its end (less 5 ms of clock
+  -- rounding), its client's moves in (start, input order): the next move follows it.
+  SELECT src, cl, t1 - 5 AS k, 0 AS side, seq FROM incident
+  UNION ALL
+  SELECT src, cl, t0, 1, seq FROM move
+), nexts AS (
+  SELECT src, seq,
+    first_value(CASE WHEN side = 1 THEN seq END IGNORE NULLS) OVER w AS n1,
+    nth_value(CASE WHEN side = 1 THEN seq END, 2 IGNORE NULLS) OVER w AS n2
+  FROM placed
+  WINDOW w AS (PARTITION BY src, cl ORDER BY k, side, seq
+    ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)
+  QUALIFY side = 0
+), ends AS (
+  SELECT a.src, a.seq, arg_min(e.endReason, e.seq) AS left_how,
+    arg_min(e.t1, e.seq) - a.t1 AS left_ms
+  FROM incident a JOIN r e ON e.src = a.src AND e.session = a.session
+    AND e.kind = 'session_end' AND e.endReason IS NOT NULL AND e.t1 >= a.t1
+  GROUP BY a.src, a.seq, a.t1
+), flight AS (
+  SELECT a.src, a.seq, list(f.id ORDER BY f.id) AS ids
+  FROM incident a JOIN r f ON f.src = a.src AND f.session = a.session
+    AND f.kind = 'request' AND f.t0 <= a.t1 AND f.t1 > a.t1
+  WHERE a.kind = 'stream'
+  GROUP BY a.src, a.seq
+), cancels AS (
+  SELECT a.src, a.seq, min(c.id) AS cancel_id, min(c.t0) - a.t0 AS cancel_ms
+  FROM incident a JOIN r c ON c.src = a.src AND c.session = a.session
+    AND c.kind = 'notification' AND c.method = 'notifications/cancelled'
+    AND c.t0 >= a.t0 AND c.t0 <= a.t1 + 5
+  WHERE a.kind = 'request'
+  GROUP BY a.src, a.seq, a.t0
 )
 SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
   n.id AS next_id, n.kind AS next_kind, n.method AS next_method,
   coalesce(list_contains(n.requestHeaders, 'last-event-id'), FALSE) AS next_lei,
   n.t0 - a.t1 AS gap_ms,
-  e.endReason AS left_how, e.t1 - a.t1 AS left_ms,
-  (SELECT list(f.id ORDER BY f.id) FROM r f
-    WHERE a.kind = 'stream' AND f.src = a.src AND f.session = a.session
-      AND f.kind = 'request' AND f.t0 <= a.t1 AND f.t1 > a.t1) AS in_flight,
-  a.client, a.pv, a.scenario,
-  (SELECT min(c.id) FROM r c WHERE a.kind = 'request' AND c.src = a.src
-    AND c.session = a.session AND c.kind = 'notification'
-    AND c.method = 'notifications/cancelled' AND c.t0 >= a.t0 AND c.t0 <= a.t1 + 5)
-    AS cancel_id,
-  (SELECT min(c.t0) - a.t0 FROM r c WHERE a.kind = 'request' AND c.src = a.src
-    AND c.session = a.session AND c.kind = 'notification'
-    AND c.method = 'notifications/cancelled' AND c.t0 >= a.t0 AND c.t0 <= a.t1 + 5)
-    AS cancel_ms
+  e.left_how, e.left_ms, f.ids AS in_flight,
+  a.client, a.pv, a.scenario, c.cancel_id, c.cancel_ms
 FROM incident a
-LEFT JOIN LATERAL (
-  SELECT n.id, n.kind, n.method, n.requestHeaders, n.t0 FROM r n
-  WHERE n.src = a.src AND n.cl = a.cl AND n.seq <> a.seq AND n.t0 >= a.t1 - 5
-    AND (n.kind IN ('request', 'notification', 'response', 'stream')
-      OR (n.kind = 'session_end' AND len(n.requestHeaders) > 0))
-  ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
-LEFT JOIN LATERAL (
-  SELECT e.endReason, e.t1 FROM r e
-  WHERE e.src = a.src AND e.session = a.session AND e.kind = 'session_end'
-    AND e.endReason IS NOT NULL AND e.t1 >= a.t1
-  ORDER BY e.seq LIMIT 1) e ON TRUE
+JOIN nexts x ON x.src = a.src AND x.seq = a.seq
+LEFT JOIN move n ON n.src = a.src
+  AND n.seq = CASE WHEN x.n1 = a.seq THEN x.n2 ELSE x.n1 END
+LEFT JOIN ends e ON e.src = a.src AND e.seq = a.seq
+LEFT JOIN flight f ON f.src = a.src AND f.seq = a.seq
+LEFT JOIN cancels c ON c.src = a.src AND c.seq = a.seq
 ORDER BY a.src, a.seq"""
 
 

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from .errors import AnalysisError, NewerRecordVersion
 from .inputs import GZIP_MAGIC, Source, TruncatedStream, open_stream, stream_blocks
@@ -28,6 +28,9 @@ Warn = Callable[[str], None]
 
 #: A result row, as an engine gives it.
 Row = tuple[Any, ...]
+
+#: A UTF-8 byte-order mark.
+BOM: Final = b"\xef\xbb\xbf"
 
 
 @dataclass(slots=True)
@@ -112,8 +115,10 @@ def cleaned(inp: Input, spool: Path, warn: Warn, report: Report) -> Input:
                     torn = len(lines) - 1
                 for i, line in enumerate(lines):
                     lineno += 1
-                    if not line.strip():
-                        continue
+                    if not line.strip() or (
+                        line[:1] == b"\xef" and not line.replace(BOM, b"").strip()
+                    ):
+                        continue  # blank, or byte-order marks only: DuckDB skips it as blank
                     try:
                         result = check_line(line, CHECKER, torn=i == torn)
                     except NewerRecordVersion as exc:

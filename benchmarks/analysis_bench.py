@@ -8,19 +8,25 @@ layer, retries, sessions, 2 % injected faults), seeded, and cached under
 `benchmarks/out/` (git-ignored). The question: calls per client × origin × outcome, and
 latency p50/p95/p99 per client × origin (origin: organic, or injected by a fault rule).
 
-Contenders, each a separate process timed from start to exit. The machine may be shared,
-so the contenders take turns: `--repeat` rounds, each running every contender once, and
-the table gives medians; "vs DuckDB" is the median over the rounds of DuckDB's time over
-ours in the same round (≥ 1: ours is faster), so a slow minute slows both sides alike.
+Each command of ours is paired with DuckDB asked the same question directly (a plain
+`python -c` script: `import duckdb`, a `read_json` with the columns given, the query), so
+the ratio is what the CLI itself costs (the target: ≥ 0.95×):
 
 - `mcp-layers summary FILE --format json` (the installed console script), which answers
-  that and much more (layers, methods, tools, error codes, statuses, percentiles of each);
-- with `--spark`, the same on `--engine spark` (local mode, one run, at the first size);
-- DuckDB: `read_json` told the five columns, GROUP BY GROUPING SETS, `quantile_disc`
-  (nearest rank, as ours); the same with the columns detected (`read_json(path)`); and
-  DuckDB asked everything `summary` prints;
+  the question and much more (layers, methods, tools, error codes, statuses, percentiles
+  of each), against DuckDB running `summary`'s own SQL (`mcp-layers sql summary`) over a
+  view told the record's columns;
+- `mcp-layers query "<the question>" FILE --format json` against DuckDB asked it over
+  `read_json` told the five columns it reads (GROUP BY GROUPING SETS, `quantile_disc`,
+  nearest rank), and the same with the columns detected (`read_json(path)`);
 - jq: the four fields of every request collected, then `group_by` for counts and sorted
-  durations for percentiles (one run).
+  durations for percentiles (one run), against `summary`;
+- with `--spark`, `summary --engine spark` (local mode, one run, at the first size).
+
+Contenders are separate processes timed from start to exit. The machine may be shared, so
+they take turns: `--repeat` rounds, each running every contender once; the table gives
+medians, and "ours faster by" is the median over the rounds of the other's time over ours
+in the same round (≥ 1: ours is faster), so a slow minute slows both sides alike.
 
 The answers are checked: counts must be equal, DuckDB and jq percentiles equal (both
 exact), ours within the documented 0.5 % (and the microsecond rounding). Peak RSS is the
@@ -48,6 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_layers_analysis.histogram import RELATIVE_ERROR
+from mcp_layers_analysis.queries import figure_queries
+from mcp_layers_analysis.table import read_columns
 from mcp_layers_support import synthetic
 from mcp_layers_support.synthetic import generate, write
 
@@ -80,30 +88,30 @@ DUCKDB_DETECTED = DUCKDB_QUESTION.replace(
     '"read_json(?)"',
 )
 
-# Everything `summary` prints: each breakdown with its own counts and percentiles.
-DUCKDB_EVERYTHING = """
-import duckdb, json, sys
+# `summary`'s own query, as `mcp-layers sql summary` prints it, over a view told the
+# record's columns: the same question, asked of DuckDB without the CLI.
+DUCKDB_SUMMARY_SQL = """
+import duckdb, sys
 con = duckdb.connect()
 con.execute("SET enable_progress_bar = false")
-src = ("read_json(?, format='newline_delimited', columns={kind: 'VARCHAR', "
-       "client: 'VARCHAR', outcome: 'VARCHAR', layer: 'VARCHAR', method: 'VARCHAR', "
-       "tool: 'VARCHAR', durationMs: 'DOUBLE', httpStatuses: 'INTEGER[]', "
-       "jsonrpc: 'STRUCT(errorCode INTEGER)', injected: 'JSON'})")
-rows = con.execute(f'''
-  with r as (
-    select client, case when injected is null then 'organic' else 'injected' end as origin,
-           outcome, layer, method, tool, jsonrpc.errorCode as code,
-           httpStatuses[-1] as status, durationMs,
-           outcome not in ('SUCCESS', 'TOOL_SUCCESS', 'INPUT_REQUIRED') as failed
-    from {src} where kind = 'request')
-  select client, origin, layer, outcome, method, tool, code, status, count(*),
-         sum(failed::int), quantile_disc(durationMs, [0.5, 0.95, 0.99])
-  from r group by grouping sets ((client, origin), (client, origin, layer),
-    (client, origin, outcome), (client, origin, method), (client, origin, tool),
-    (client, origin, code), (client, origin, status))
-''', [sys.argv[1]]).fetchall()
-print(len(rows))
+path = sys.argv[1].replace("'", "''")
+con.execute(f"CREATE VIEW records AS SELECT * FROM read_json('{path}', "
+            f"format='newline_delimited', columns={sys.argv[2]})")
+print(len(con.execute(sys.argv[3]).fetchall()))
 """
+
+# The question over our `records` table, for `mcp-layers query`.
+QUERY_QUESTION = """
+  with r as (
+    select coalesce(client, '(none)') as client,
+           case when injected is null then 'organic' else 'injected' end as origin,
+           coalesce(outcome, '(none)') as outcome, durationMs
+    from records where kind = 'request')
+  select client, origin, outcome, count(*) as calls,
+         quantile_disc(durationMs, [0.5, 0.95, 0.99]) as p
+  from r group by grouping sets ((client, origin), (client, origin, outcome))
+"""
+
 
 # One pass to collect the four fields, then group_by (a sort) per grouping. (Appending to
 # arrays inside `reduce` is quadratic in jq 1.6: 170 s for 200,000 records.)
@@ -157,6 +165,7 @@ class Contender:
     argv: list[str]
     parse: Callable[[bytes], Any] | None = None
     once: bool = False  # slow: one run, not every round
+    vs: str = ""  # the contender of ours this one asks the same question as
 
 
 def run_once(c: Contender, t: Timing) -> None:
@@ -227,6 +236,12 @@ def duckdb_answer(stdout: bytes) -> Answer:
     return counts, pct
 
 
+def query_answer(stdout: bytes) -> Answer:
+    keys = ("client", "origin", "outcome", "calls", "p")
+    rows = [[r[k] for k in keys] for r in json.loads(stdout)]
+    return duckdb_answer(json.dumps(rows).encode())
+
+
 def jq_answer(stdout: bytes) -> Answer:
     data = json.loads(stdout)
     counts = {tuple(x["key"]): x["n"] for x in data["counts"]}
@@ -288,17 +303,34 @@ def compare(
         file=sys.stderr,
     )
     py = sys.executable
-    ours = Contender("mcp-layers summary", [script(), "summary", str(path), "--format", "json"])
-    ours.parse = ours_answer
+    summ = "mcp-layers summary"
+    query = "mcp-layers query (the question)"
+    columns = "{" + ", ".join(f"{n}: '{t}'" for n, t in read_columns().items()) + "}"
+    ((_, summary_sql),) = figure_queries()["summary"]
     contenders = [
-        ours,
-        Contender("duckdb (the question)", [py, "-c", DUCKDB_QUESTION, str(path)], duckdb_answer),
+        Contender(summ, [script(), "summary", str(path), "--format", "json"], ours_answer),
+        Contender(
+            "duckdb (summary's own SQL)",
+            [py, "-c", DUCKDB_SUMMARY_SQL, str(path), columns, summary_sql],
+            vs=summ,
+        ),
+        Contender(
+            query,
+            [script(), "query", QUERY_QUESTION, str(path), "--format", "json"],
+            query_answer,
+        ),
+        Contender(
+            "duckdb (the question)",
+            [py, "-c", DUCKDB_QUESTION, str(path)],
+            duckdb_answer,
+            vs=query,
+        ),
         Contender(
             "duckdb (the question, columns detected)",
             [py, "-c", DUCKDB_DETECTED, str(path)],
             duckdb_answer,
+            vs=query,
         ),
-        Contender("duckdb (everything summary prints)", [py, "-c", DUCKDB_EVERYTHING, str(path)]),
     ]
     prog = None
     if not skip_jq and shutil.which("jq"):
@@ -306,7 +338,9 @@ def compare(
             f.write(JQ_QUESTION)
         prog = f.name
         contenders.append(
-            Contender("jq", ["jq", "-n", "-c", "-f", prog, str(path)], jq_answer, once=True)
+            Contender(
+                "jq", ["jq", "-n", "-c", "-f", prog, str(path)], jq_answer, once=True, vs=summ
+            )
         )
     if spark:
         contenders.append(
@@ -315,6 +349,7 @@ def compare(
                 [script(), "summary", str(path), "--format", "json", "--engine", "spark"],
                 ours_answer,
                 once=True,
+                vs=summ,
             )
         )
     runs = {c.name: Timing(c.name) for c in contenders}
@@ -326,8 +361,9 @@ def compare(
     if prog is not None:
         os.unlink(prog)
     exact = runs["duckdb (the question)"].answer
-    mine = runs[ours.name]
+    mine = runs[summ]
     gaps = [check(mine.answer, exact, "duckdb")]
+    check(runs[query].answer, exact, "mcp-layers query")  # DuckDB both: exact, equal
     check(runs["duckdb (the question, columns detected)"].answer, exact, "duckdb (detected)")
     if "mcp-layers summary --engine spark" in runs:
         gaps.append(check(runs["mcp-layers summary --engine spark"].answer, exact, "spark"))
@@ -345,15 +381,19 @@ def compare(
     )
     print(f"| {'tool':40} | median s | runs s | CPU s | peak RSS (tree) | ours faster by |")
     print(f"|{'-' * 42}|---------:|:-------|------:|----------------:|---------------:|")
-    for t in runs.values():
-        if t is mine:
+    # "ours faster by": its time over that of the command of ours asking the same question
+    # (the row above it; jq and Spark against `summary`).
+    for c in contenders:
+        t = runs[c.name]
+        ours = runs.get(c.vs)
+        if ours is None:
             ratio = "—"
-        elif len(t.walls) == len(mine.walls):  # paired: the median of per-round ratios
+        elif len(t.walls) == len(ours.walls):  # paired: the median of per-round ratios
             ratio = (
-                f"{statistics.median(o / m for o, m in zip(t.walls, mine.walls, strict=True)):.2f}x"
+                f"{statistics.median(o / m for o, m in zip(t.walls, ours.walls, strict=True)):.2f}x"
             )
         else:  # one run: against our median
-            ratio = f"{t.median / mine.median:.2f}x"
+            ratio = f"{t.median / ours.median:.2f}x"
         walls = " ".join(f"{w:.1f}" for w in t.walls)
         print(
             f"| {t.name:40} | {t.median:8.2f} | {walls:6} | {statistics.median(t.cpus):5.2f} | "

@@ -320,6 +320,25 @@ def test_query_runs_users_sql_in_every_format() -> None:
     assert bad.exit_code == ExitStatus.USAGE_ERROR
 
 
+def test_query_gives_lists_and_structs_as_json() -> None:
+    sql = (
+        "SELECT httpStatuses, sse, [1.5, 2.0] AS p, DATE '2026-01-02' AS d, _seq FROM records "
+        "WHERE sse IS NOT NULL ORDER BY _seq LIMIT 1"
+    )
+    records = [json.loads(line) for line in SYNTHETIC.read_text().splitlines()]
+    seq, first = next((i, r) for i, r in enumerate(records) if r.get("sse") is not None)
+    (got,) = json.loads(invoke("query", sql, SYNTHETIC, "--format", "json").stdout)
+    assert got == {
+        "httpStatuses": first["httpStatuses"],
+        "sse": {k: first["sse"].get(k) for k in ("events", "final", "end", "resumed")},
+        "p": [1.5, 2.0],
+        "d": "2026-01-02",
+        "_seq": seq,
+    }
+    csv_text = invoke("query", sql, SYNTHETIC, "--format", "csv").stdout
+    assert '"[1.5,2.0]"' in csv_text and "Decimal" not in csv_text
+
+
 def test_export_parquet_reads_back_every_record(tmp_path: Path) -> None:
     import duckdb
 
