@@ -22,7 +22,6 @@ from typing import Any, Final, Protocol
 from .errors import AnalysisError, NewerRecordVersion
 from .inputs import GZIP_MAGIC, Source, TruncatedStream, open_stream, stream_blocks
 from .limits import MAX_REPORTED_BAD_LINES
-from .records import CHECKER, check_line
 
 Warn = Callable[[str], None]
 
@@ -96,6 +95,8 @@ def cleaned(inp: Input, spool: Path, warn: Warn, report: Report) -> Input:
 
     Raises NewerRecordVersion (with `path:lineno`) for a record of a newer version.
     """
+    from .records import CHECKER, check_line  # only here: a clean input never needs it
+
     source = Source(inp.name, inp.path, inp.gzip, os.path.getsize(inp.path))
     target = spool / f"clean-{inp.index}.jsonl"
     bad = shown = 0

@@ -13,7 +13,6 @@ JSON and CSV get the plain number either way.
 
 from __future__ import annotations
 
-import csv
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -157,6 +156,8 @@ class _Csv(RowWriter):
 
     def __init__(self, headers: Sequence[str], out: TextIO) -> None:
         super().__init__(headers, out)
+        import csv  # only here: most runs print other formats
+
         self.csv = csv.writer(out, lineterminator="\n")
         self.csv.writerow(self.headers)
 
