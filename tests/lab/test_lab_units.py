@@ -122,6 +122,14 @@ def test_buckets(ms: float | None, name: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("ms", "name"), [(95.0, "<1 s"), (210.0, "<1 s"), (4000.0, "1–10 s"), (61000.0, "≥10 s")]
+)
+def test_a_model_re_call_lands_in_a_coarse_bucket(ms: float, name: str) -> None:
+    # fast-agent's re-calls took 95 then 210 ms: one cell either way.
+    assert matrix.bucket(ms, matrix.MODEL_BUCKETS) == name
+
+
+@pytest.mark.parametrize(
     ("text", "key"),
     [
         ("MCP error -32603: Internal error", "-32603"),
@@ -222,7 +230,7 @@ def test_cell_from_a_recording(tmp_path: Path) -> None:
     assert (cell.retried, cell.how, cell.after, cell.attempts_text) == (
         "tools/call",
         "reissue (model)",
-        "0.2–0.7 s",
+        "<1 s",  # a model's re-call: coarse buckets
         "2",
     )
     assert not cell.reinit and cell.fired == 1
@@ -230,7 +238,7 @@ def test_cell_from_a_recording(tmp_path: Path) -> None:
     assert cell.printed_text == "error,ok" and cell.agrees and not cell.notes
     text = matrix.render([cell], {"Node": "v20"}, "2026-11-30")
     assert (
-        "| `tools_call_503` | py-sdk | tools/call | reissue (model) | 0.2–0.7 s | 2 | no "
+        "| `tools_call_503` | py-sdk | tools/call | reissue (model) | <1 s | 2 | no "
         "| error (503) → ok | error,ok |"
     ) in text
     assert "2026-11-30" in text and "2.3.0" in text
