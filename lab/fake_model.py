@@ -624,9 +624,17 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client hung up mid-answer (it was killed, or gave up): nothing to do
 
+    def _decide(self, turn: Turn) -> Reply:
+        """The script's reply; the first one after a tool result held `hold_s` first."""
+        reply = decide(self.server.script, turn)
+        if turn.reporting and self.server.hold_s > 0 and not self.server.held.is_set():
+            self.server.held.set()
+            time.sleep(self.server.hold_s)
+        return reply
+
     def _anthropic(self, body: dict[str, Any]) -> None:
         turn = anthropic_turn(body)
-        reply = decide(self.server.script, turn)
+        reply = self._decide(turn)
         self._note("anthropic", turn, reply, model=body.get("model"), stream=body.get("stream"))
         message, events = anthropic_reply(reply, str(body.get("model") or "lab-fake"))
         if body.get("stream"):
@@ -636,13 +644,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _responses(self, body: dict[str, Any]) -> None:
         turn = responses_turn(body)
-        reply = decide(self.server.script, turn)
+        reply = self._decide(turn)
         self._note("responses", turn, reply, model=body.get("model"), stream=body.get("stream"))
         self._stream(responses_events(reply, str(body.get("model") or "lab-fake")))
 
     def _chat(self, body: dict[str, Any]) -> None:
         turn = chat_turn(body)
-        reply = decide(self.server.script, turn)
+        reply = self._decide(turn)
         self._note("chat", turn, reply, model=body.get("model"), stream=body.get("stream"))
         model = str(body.get("model") or "lab-fake")
         if body.get("stream"):
@@ -652,7 +660,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _gemini(self, body: dict[str, Any], *, stream: bool) -> None:
         turn = gemini_turn(body)
-        reply = decide(self.server.script, turn)
+        reply = self._decide(turn)
         self._note("gemini", turn, reply, stream=stream)
         answer = gemini_response(reply)
         if stream:
@@ -666,18 +674,31 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     script: str
     log: RequestLog
+    hold_s: float
+    held: threading.Event
 
 
 class FakeModel:
     """The fake model API in a background thread: ``with FakeModel(...) as fake: fake.url``."""
 
-    def __init__(self, script: str = "once", log_path: Path | None = None, port: int = 0) -> None:
+    def __init__(
+        self,
+        script: str = "once",
+        log_path: Path | None = None,
+        port: int = 0,
+        *,
+        hold_s: float = 0.0,
+    ) -> None:
+        """`hold_s`: the first answer after a tool result waits that long, so the client's
+        MCP session sits idle meanwhile (what an idle-stream fault needs to act on)."""
         if script not in SCRIPTS:
             raise ValueError(f"unknown script {script!r}; scripts are {', '.join(SCRIPTS)}")
         self.log = RequestLog(log_path)
         self._server = _Server((HOST, port), _Handler)
         self._server.script = script
         self._server.log = self.log
+        self._server.hold_s = hold_s
+        self._server.held = threading.Event()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="fake-model", daemon=True
         )

@@ -29,6 +29,9 @@ class Fault:
     always: tuple[str, ...] = ()
     #: the fault acts on an SSE answer only (a JSON answer leaves it nothing to cut)
     sse: bool = False
+    #: seconds the fake model holds its answer after the tool result: the client's MCP
+    #: session sits idle meanwhile, which an idle-stream fault needs (agents finish in ~1 s)
+    model_hold_s: float = 0.0
 
     def sets(self) -> list[str]:
         """The mitmdump `--set` values (without the scenario label)."""

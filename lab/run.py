@@ -276,7 +276,7 @@ def run_one(spec: RunSpec) -> RunResult:
     try:
         server_port, proxy_port = procs.free_port(), procs.free_port()
         server = procs.start_server(server_port, run_dir / "server.log")
-        fake = FakeModel(spec.script, run_dir / MODEL_LOG).start()
+        fake = FakeModel(spec.script, run_dir / MODEL_LOG, hold_s=fault.model_hold_s).start()
         proxy = procs.start_mitmdump(
             server_port,
             proxy_port,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -635,3 +636,18 @@ def test_calls_are_bounded_whatever_the_script() -> None:
 def test_unknown_script_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown script"):
         FakeModel("twice", tmp_path / "x.log")
+
+
+def test_hold_keeps_the_first_answer_after_a_tool_result_waiting(tmp_path: Path) -> None:
+    # An idle-stream fault needs the client's session to sit idle: the model holds its
+    # answer once, and only after a tool result (never its first call).
+    request = claude_request([USER, tool_use(), tool_result("echo: hello")])
+    with FakeModel("once", tmp_path / "model.log", hold_s=0.5) as model:
+        start = time.monotonic()
+        post(model, "/v1/messages", claude_request([USER]))
+        first = time.monotonic() - start
+        post(model, "/v1/messages", request)
+        held = time.monotonic() - start - first
+        post(model, "/v1/messages", request)
+        again = time.monotonic() - start - first - held
+    assert first < 0.4 and held >= 0.5 and again < 0.4
