@@ -8,16 +8,22 @@ the analysis draws from that recording, which must agree with what the client di
 
 from __future__ import annotations
 
+import itertools
 import json
+import subprocess
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
+from mcp import Client
 from mcp_layers_analysis.cli import cli
 from mcp_layers_core.faults import preset
-from mcp_layers_core.faults.rules import Delay, HttpStatus
+from mcp_layers_core.faults.rules import Delay, HttpStatus, IdleCut
 from mcp_layers_demo.client import LIST_TOOLS
+from mcp_layers_support import node_peers
 from mcp_layers_support.harness import SSE_STATEFUL, Proxies, Server, ServerPool
 from test_faults_e2e import CLIENT, REFUSED, ClientRun, faulted, injected
 
@@ -139,3 +145,147 @@ def test_every_middlebox_preset_parses_into_what_its_doc_says() -> None:
     assert preset("middlebox.get_405")[0].match.method == ("GET",)
     refused, cut = preset("middlebox.resume_refused")
     assert refused.match.method == ("GET:resume",) and cut.kind == "sse_truncate"
+
+
+# -- idle_cut: the standby GET stream cut after a silence -------------------------------------
+
+#: The presets cut after 3 s; the same rules cut after 1 s here, to keep the test short.
+IDLE_MS = 1000
+#: How long the client stays idle (no call) with its standby stream open: long enough for
+#: the stream to be cut, reopened and cut again, and for the client to show what it does
+#: after that, with the session still going on (past verdicts' 2 s grace).
+IDLE_S = 6.5
+
+
+def _ms(record: dict[str, Any]) -> float:
+    return datetime.fromisoformat(record["ts"].replace("Z", "+00:00")).timestamp() * 1000
+
+
+def _idle_run(proxies: Proxies, server: Server, name: str) -> tuple[ClientRun, Any]:
+    (rule,) = preset(name)
+    assert isinstance(rule.action, IdleCut) and rule.match.method == ("GET",)
+    assert rule.action.after_ms == 3000  # the lab's stand-in for Cloudflare's 100 s
+    graceful = " graceful" if rule.action.graceful else ""
+    done = faulted(
+        proxies,
+        server,
+        f"mcp_fault=idle_cut={IDLE_MS}{graceful} method=GET name={name}",
+        scenario="middlebox",
+    )
+
+    async def stay_idle(_client: Client, _run: ClientRun) -> None:
+        await anyio.sleep(IDLE_S)
+
+    client = ClientRun(script=stay_idle, calls=[("echo", {"text": "after the idle time"})])
+    done.run(client)
+    # The POSTs are not touched: the call after the idle time works.
+    assert client.error is None, client.error
+    (after,) = client.results
+    assert after.error is None and after.text == "after the idle time", after
+    gets = [h for h in client.http if h.method == "GET"]
+    assert gets and all(h.status == 200 for h in gets), client.http
+    return client, done
+
+
+def _streams(done: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The session's GET stream records, and those the idle cut ended."""
+    streams = sorted((r for r in done.records if r["kind"] == "stream"), key=_ms)
+    cut = [r for r in streams if r["injected"] is not None]
+    return streams, cut
+
+
+def _gaps_ms(streams: list[dict[str, Any]]) -> list[float]:
+    """From the end of each GET stream to the start of the next."""
+    return [_ms(b) - (_ms(a) + a["durationMs"]) for a, b in itertools.pairwise(streams)]
+
+
+def test_idle_cut_closes_the_standby_stream_and_the_python_sdk_gives_up_after_two(
+    proxies: Proxies, server: Server, tmp_path: Path
+) -> None:
+    """`middlebox.idle_cut`: the client's connection is closed mid-stream (abrupt). SDK
+    2.3.0 counts each broken GET stream as a failed attempt and stops reopening it after
+    the second (MAX_RECONNECTION_ATTEMPTS = 2; only a stream that ends cleanly resets the
+    count): from then on it has no standby stream, while its session goes on."""
+    client, done = _idle_run(proxies, server, "middlebox.idle_cut")
+    streams, cut = _streams(done)
+    gets = [h for h in client.http if h.method == "GET"]
+    assert len(streams) == len(gets) == 2, done.failure_context()
+    assert cut == streams, done.failure_context()  # both cut by the proxy, none by the client
+    for s in cut:
+        assert s["injected"] == injected("middlebox.idle_cut", "idle_cut")
+        assert s["httpStatuses"] == [200] and s["sse"]["end"] == "error", s
+        assert s["sse"]["events"] == 0  # the bundled server sends nothing on it
+        assert IDLE_MS <= s["durationMs"] < IDLE_MS + 1000, s
+        assert "last-event-id" not in s["requestHeaders"]  # no event ids: nothing to resume
+    # It reopened the stream once, after its 1 s reconnection delay, then no more.
+    (gap,) = _gaps_ms(streams)
+    assert 900 <= gap < 2000, gap
+    got = verdicts_of(done.records, tmp_path)
+    check = got["client-sse-reconnect-after-cut"]
+    assert check["verdict"] == "FAIL", check
+    assert "1 of 2 failed" in check["evidence"] and "no GET followed" in check["evidence"]
+    assert got["client-sse-last-event-id"]["verdict"] == "NOT_EXERCISED"
+
+
+def test_graceful_close_of_the_standby_stream_and_the_python_sdk_reopens_it_each_time(
+    proxies: Proxies, server: Server, tmp_path: Path
+) -> None:
+    """`middlebox.graceful_close`: the last chunk, then the close. SDK 2.3.0 takes a clean
+    end as the server's and reopens the stream after 1 s, every time (a reconnect per cut,
+    no tight loop): about one GET per (idle time + 1 s)."""
+    client, done = _idle_run(proxies, server, "middlebox.graceful_close")
+    streams, cut = _streams(done)
+    gets = [h for h in client.http if h.method == "GET"]
+    assert len(streams) == len(gets) >= 3, done.failure_context()
+    # Every stream but the last was cut; the last one the client closed as it left.
+    assert cut == streams[:-1] or cut == streams, done.failure_context()
+    for s in cut:
+        assert s["injected"] == injected("middlebox.graceful_close", "idle_cut")
+        assert s["httpStatuses"] == [200] and s["sse"]["end"] == "error", s
+        assert IDLE_MS <= s["durationMs"] < IDLE_MS + 1000, s
+    for gap in _gaps_ms(streams):
+        assert 900 <= gap < 2000, gap  # its 1 s reconnection delay, each time
+    got = verdicts_of(done.records, tmp_path)
+    check = got["client-sse-reconnect-after-cut"]
+    assert check["verdict"] == "PASS", check
+
+
+TS_CLIENT = "mcp-layers-ts-peer@1.32.2"
+NODE_CLIENT_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def peers() -> node_peers.NodePeers:
+    found = node_peers.ensure()
+    if found is None:
+        pytest.skip(node_peers.NO_NPM)
+    return found
+
+
+def _ts_idle_run(
+    peers: node_peers.NodePeers, proxies: Proxies, server: Server, name: str
+) -> tuple[dict[str, Any], Any]:
+    """The TS SDK client through the same rule: one slow call keeps it busy IDLE_S while
+    its standby GET stream stays silent (the call's progress comes on the POST's stream)."""
+    (rule,) = preset(name)
+    assert isinstance(rule.action, IdleCut)
+    graceful = " graceful" if rule.action.graceful else ""
+    done = faulted(
+        proxies,
+        server,
+        f"mcp_fault=idle_cut={IDLE_MS}{graceful} method=GET name={name}",
+        scenario="middlebox",
+    )
+    steps = round(IDLE_S)
+    calls = [["slow", {"steps": steps, "delay_ms": 1000}]]
+    ran = subprocess.run(
+        [str(peers.node), str(peers.ts_client), done.proxy.url, json.dumps(calls), "--terminate"],
+        capture_output=True,
+        text=True,
+        timeout=NODE_CLIENT_TIMEOUT_S,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    seen = json.loads(ran.stdout.strip().splitlines()[-1].removeprefix("RESULT "))
+    assert seen["calls"] == [{"name": "slow", "isError": False}], seen
+    done.finish()
+    return seen, done
