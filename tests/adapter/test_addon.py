@@ -394,7 +394,9 @@ def test_an_idle_cut_without_mitmproxys_connection_table_does_nothing_and_unmark
         assert mcp_layers_faults.close_client_connection(post_flow()) is False
         f = post_flow()
         sent = asyncio.run(scenario(f))
-    assert b"".join(b"".join(s) for s in sent) == b"data: " + OK + b"\n\n"
+    assert b"".join(c if isinstance(c, bytes) else b"".join(c) for c in sent) == (
+        b"data: " + OK + b"\n\n"
+    )
     assert caplog.text.count("cannot close a client connection") == 1
     assert injector.errors == 0
     (rec,) = records(out)

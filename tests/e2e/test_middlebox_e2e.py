@@ -181,7 +181,7 @@ def _idle_run(proxies: Proxies, server: Server, name: str) -> tuple[ClientRun, A
     # The POSTs are not touched: the call after the idle time works.
     assert client.error is None, client.error
     (after,) = client.results
-    assert after.error is None and after.text == "after the idle time", after
+    assert after.error is None and after.text == "echo: after the idle time", after
     gets = [h for h in client.http if h.method == "GET"]
     assert gets and all(h.status == 200 for h in gets), client.http
     return client, done
