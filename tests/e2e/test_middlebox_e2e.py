@@ -35,13 +35,15 @@ def server(servers: ServerPool) -> Server:
     return servers.get(SSE_STATEFUL)
 
 
-def verdicts_of(records: list[dict[str, Any]], tmp_path: Path) -> dict[str, dict[str, Any]]:
+def verdicts_of(
+    records: list[dict[str, Any]], tmp_path: Path, client: str = CLIENT
+) -> dict[str, dict[str, Any]]:
     path = tmp_path / "recording.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     result = CliRunner().invoke(cli, ["verdicts", str(path), "--format", "json"])
     assert result.exit_code in (0, 1), result.output
     rows = json.loads(result.stdout)
-    return {r["check"]: r for r in rows if r["client"] == CLIENT}
+    return {r["check"]: r for r in rows if r["client"] == client}
 
 
 def test_get_405_the_client_carries_on_with_posts(
@@ -289,3 +291,25 @@ def _ts_idle_run(
     assert seen["calls"] == [{"name": "slow", "isError": False}], seen
     done.finish()
     return seen, done
+
+
+@pytest.mark.parametrize("name", ["middlebox.idle_cut", "middlebox.graceful_close"])
+def test_the_ts_sdk_reopens_its_standby_stream_after_every_cut(
+    peers: node_peers.NodePeers, proxies: Proxies, server: Server, tmp_path: Path, name: str
+) -> None:
+    """TS SDK 1.32.2, abrupt or graceful alike: it reopens the stream after each cut, a
+    second or two later (its reconnection backoff), and keeps doing so for as long as the
+    session lasts (a connection that opened resets its retry count). Its last GET may
+    cross its own DELETE (and get a 404): not pinned."""
+    _seen, done = _ts_idle_run(peers, proxies, server, name)
+    streams, cut = _streams(done)
+    assert len(cut) >= 3, done.failure_context()  # one per second of silence, and the gaps
+    for s in cut:
+        assert s["injected"] == injected(name, "idle_cut")
+        assert s["httpStatuses"] == [200] and s["sse"]["end"] == "error", s
+        assert IDLE_MS <= s["durationMs"] < IDLE_MS + 1000, s
+    following = streams[streams.index(cut[0]) :]
+    for gap in _gaps_ms(following):
+        assert 900 <= gap < 3000, (gap, done.failure_context())
+    check = verdicts_of(done.records, tmp_path, TS_CLIENT)["client-sse-reconnect-after-cut"]
+    assert check["verdict"] == "PASS", check
