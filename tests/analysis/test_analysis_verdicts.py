@@ -336,8 +336,10 @@ def test_reconnect_after_a_cut_get_stream(
         gap = round(reopened_after_s * 1000)  # type: ignore[operator]
         assert f"; GET #5 after {gap} ms" in (evidence or "")
     if injected is not None:
-        assert "GET stream #4 at 12:00:00.300 cut by the proxy (middlebox.idle_cut) after " \
+        assert (
+            "GET stream #4 at 12:00:00.300 cut by the proxy (middlebox.idle_cut) after "
             "3000 ms" in (evidence or "")
+        )
     if verdict == "FAIL":
         assert "no GET followed" in (evidence or "")
     # Without event ids there is nothing to resume: the resumption rules stay out of it.
