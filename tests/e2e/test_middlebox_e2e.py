@@ -8,9 +8,11 @@ the analysis draws from that recording, which must agree with what the client di
 
 from __future__ import annotations
 
+import http.client
 import itertools
 import json
 import subprocess
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -313,3 +315,62 @@ def test_the_ts_sdk_reopens_its_standby_stream_after_every_cut(
         assert 900 <= gap < 3000, (gap, done.failure_context())
     check = verdicts_of(done.records, tmp_path, TS_CLIENT)["client-sse-reconnect-after-cut"]
     assert check["verdict"] == "PASS", check
+
+
+def _open_standby(port: int) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    """A raw HTTP/1.1 client: initialize, then the standby GET stream of that session."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw-wire", "version": "1"},
+        },
+    }
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("POST", "/mcp", json.dumps(init), headers)
+    answered = conn.getresponse()
+    answered.read()
+    session = answered.getheader("mcp-session-id")
+    assert answered.status == 200 and session, answered.status
+    conn.request(
+        "GET",
+        "/mcp",
+        headers={
+            "Accept": "text/event-stream",
+            "Mcp-Session-Id": session,
+            "Mcp-Protocol-Version": "2025-11-25",
+        },
+    )
+    stream = conn.getresponse()
+    assert stream.status == 200 and stream.getheader("transfer-encoding") == "chunked"
+    return conn, stream
+
+
+@pytest.mark.parametrize("graceful", [False, True], ids=["abrupt", "graceful"])
+def test_on_the_wire_graceful_ends_the_chunked_body_and_abrupt_breaks_it(
+    proxies: Proxies, server: Server, graceful: bool
+) -> None:
+    """What the client's HTTP parser meets: after the idle time the body ends with its last
+    chunk (graceful) or the connection closes inside it (abrupt); either way it is closed."""
+    flag = " graceful" if graceful else ""
+    done = faulted(proxies, server, f"mcp_fault=idle_cut=300{flag} method=GET name=cut")
+    conn, stream = _open_standby(done.proxy.port)
+    started = time.monotonic()
+    try:
+        if graceful:
+            assert stream.read() == b""  # a complete chunked body, nothing in it
+        else:
+            with pytest.raises(http.client.IncompleteRead):
+                stream.read()
+        waited = time.monotonic() - started
+        assert 0.25 <= waited < 5, waited
+        assert conn.sock is None or conn.sock.recv(1) == b""  # the proxy closed it
+    finally:
+        conn.close()
+    done.finish()
+    (rec,) = [r for r in done.records if r["kind"] == "stream"]
+    assert rec["injected"] == injected("cut", "idle_cut") and rec["sse"]["end"] == "error"
