@@ -514,7 +514,8 @@ class Recorder:
     def error(self, flow: http.HTTPFlow) -> None:
         with self._on_error:
             reason = flow.error.msg if flow.error else "error"
-            self._later((self._failed, flow.id, time.time(), reason))
+            injected = flow.metadata.get(INJECTED_KEY)
+            self._later((self._failed, flow.id, injected, time.time(), reason))
 
     def running(self) -> None:
         with self.guard("running"):
@@ -701,8 +702,13 @@ class Recorder:
             self.feed(self._response_end(flow_id, ts, stream, raw, fields))
         self._flow_ended(flow_id)
 
-    def _failed(self, flow_id: str, ts: float, reason: str) -> None:
+    def _failed(
+        self, flow_id: str, injected: dict[str, str] | None, ts: float, reason: str
+    ) -> None:
         if self.tracker.is_tracked(flow_id):
+            # As in `_ended`: a fault that never acted (an idle cut that never fired) is
+            # taken back by the fault injector before this hook.
+            self.tracker.mark_injected(flow_id, injected)
             self.feed(FlowFailed(flow_id, ts, reason))
         self._flow_ended(flow_id)
 

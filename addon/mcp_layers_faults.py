@@ -6,11 +6,13 @@ It is off unless `--set mcp_faults=PRESET|FILE` or `--set mcp_fault=RULE` is giv
 recorder what the records will say of it (`request_facts`: the recorder reads the
 request then, before any fault can change it), asks the plan (`mcp_layers_core.faults`)
 for a decision and acts on it: a reply instead of the upstream's, a dropped connection,
-headers held back, a rewritten request, or an event stream cut at an event boundary.
+headers held back, a rewritten request, an event stream cut at an event boundary, or the
+client's connection closed once an event stream has been silent too long.
 
 The recorder learns of it only through `flow.metadata[INJECTED_KEY]`: the record's
 `injected` member (`{"rule": ..., "action": ...}`), set once the fault is in place and
-removed when it ended up not touching the exchange (a cut that never came).
+removed when it ended up not touching the exchange (a cut that never came, an idle
+timer that never fired).
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ class FlowFault:
     decision: faults.Decision
     rpc_id: object
     filter: CutFilter | None = None
+    idle: IdleWatch | None = None
+
+    @property
+    def untouched(self) -> bool:
+        """Did a fault that acts on the answer's stream end up not acting (no cut came,
+        no idle timer fired, or the answer was no event stream)?"""
+        d = self.decision
+        if d.idle_cut_ms:
+            return self.idle is None or not self.idle.fired
+        if d.truncate_before_final or d.truncate_after_events is not None:
+            return self.filter is None or not self.filter.cut
+        return False
 
 
 class CutFilter:
@@ -75,6 +89,118 @@ class CutFilter:
         # A list, never b"": mitmproxy sends an empty chunk as HTTP/1's end-of-body
         # marker, which would end the answer (and corrupt a kept-alive connection).
         return [out] if out else []
+
+
+class IdleWatch:
+    """The `flow.response.stream` callable of an idle cut: every chunk goes on unchanged
+    (through a stream callable set before it) and restarts the idle timer; when the timer
+    fires, `on_idle` closes the client's connection and nothing more is forwarded. The
+    recorder's tap, set after it, sees exactly what the client gets."""
+
+    __slots__ = ("_after_s", "_handle", "_loop", "_on_idle", "_then", "fired")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        after_ms: int,
+        on_idle: Callable[[], None],
+        then: Callable[[bytes], Any] | None = None,
+    ) -> None:
+        self._loop, self._after_s, self._on_idle, self._then = loop, after_ms / 1000, on_idle, then
+        self._handle: asyncio.TimerHandle | None = None
+        self.fired = False
+
+    def start(self) -> None:
+        """(Re)start the wait: `after_ms` from now, on the proxy's own loop."""
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._loop.call_later(self._after_s, self._fire)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _fire(self) -> None:
+        self._handle = None
+        self.fired = True
+        try:
+            self._on_idle()
+        except Exception:  # a timer callback's exception would only reach asyncio's log
+            logger.warning("mcp-layers: idle cut failed; the stream goes on", exc_info=True)
+
+    def __call__(self, data: bytes) -> list[bytes] | bytes | Iterable[bytes]:
+        if data:
+            if self.fired:
+                return []  # the client's connection is closed: nothing more goes to it
+            self.start()
+        else:
+            self.cancel()  # the upstream ended the stream first
+        if self._then is None:
+            return data
+        out: list[bytes] | bytes | Iterable[bytes] = self._then(data)
+        return out
+
+
+def close_client_connection(flow: http.HTTPFlow, last: bytes = b"") -> bool:
+    """Close the client's TCP connection of `flow` now, in the middle of its answer, after
+    writing `last` (raw bytes, e.g. a chunked body's terminator) to it.
+
+    mitmproxy has no API for this. `flow.kill()` is only looked at when a hook returns
+    (mitmproxy issue #4711), and a streamed body passes no hook, so a silent stream would
+    never be killed. The proxyserver addon keeps each live connection's
+    `ProxyConnectionHandler` (mitmproxy/proxy/server.py) by client id; the writer of its
+    client transport is an `asyncio.StreamWriter` (or a mitmproxy_rs stream with the same
+    `write`/`close`). Closing it makes mitmproxy read the end of the client's connection:
+    the flow ends through its `error` hook and the upstream connection is closed too.
+
+    Returns whether it closed the connection (False when it was gone already). Never
+    raises: if those internals are not there (another mitmproxy), it logs once and does
+    nothing.
+    """
+    try:
+        from mitmproxy import ctx
+
+        server = ctx.master.addons.get("proxyserver")
+        handler = server.connections.get(flow.client_conn.id)
+        if handler is None:
+            return False  # the client left already
+        writer = handler.transports[handler.client].writer
+        if writer is None or writer.is_closing():
+            return False
+        if last:
+            writer.write(last)
+        writer.close()
+        return True
+    except Exception as e:
+        if not _CLOSE_FAILED:
+            _CLOSE_FAILED.append(repr(e))
+            logger.warning(
+                f"mcp-layers: cannot close a client connection from a fault ({e!r}): this "
+                "mitmproxy keeps its connections elsewhere; idle_cut does nothing"
+            )
+        return False
+
+
+#: The first failure of `close_client_connection`, so it is logged once per proxy.
+_CLOSE_FAILED: list[str] = []
+
+#: The terminating chunk of an HTTP/1.1 chunked body (RFC 9112 §7.1).
+LAST_CHUNK: Final = b"0\r\n\r\n"
+
+
+def graceful_end(flow: http.HTTPFlow) -> bytes:
+    """What ends the answer cleanly on the client's wire before the close: the last chunk
+    when mitmproxy sends it to the client as HTTP/1.1 chunked over plain TCP, else nothing
+    (the close alone, abrupt: an HTTP/2 stream or a TLS connection cannot be ended with
+    raw bytes written under mitmproxy's own framing)."""
+    resp = flow.response
+    if resp is None or flow.client_conn.tls_established:
+        return b""
+    if flow.request.http_version != "HTTP/1.1" or resp.is_http2 or resp.is_http3:
+        return b""
+    chunked = "chunked" in resp.headers.get("transfer-encoding", "").lower()
+    return LAST_CHUNK if chunked else b""
 
 
 class FaultInjector:
@@ -157,20 +283,26 @@ class FaultInjector:
             self._report("responseheaders", e)
 
     def _on_response(self, flow: http.HTTPFlow) -> None:
+        self._flow_ended(flow)
+
+    def _on_error(self, flow: http.HTTPFlow) -> None:
+        self._flow_ended(flow)
+
+    def _flow_ended(self, flow: http.HTTPFlow) -> None:
         state = self._faults.pop(flow.id, None)
         if not isinstance(state, FlowFault):
             return
-        d = state.decision
-        truncating = d.truncate_before_final or d.truncate_after_events is not None
-        if truncating and not (state.filter is not None and state.filter.cut):
+        if state.idle is not None:
+            state.idle.cancel()
+        if state.untouched:
             # The cut never came (the stream ended first, or the answer was plain JSON):
             # the exchange was not altered, so its record must not say it was.
             flow.metadata.pop(INJECTED_KEY, None)
 
-    def _on_error(self, flow: http.HTTPFlow) -> None:
-        self._faults.pop(flow.id, None)
-
     def done(self) -> None:
+        for state in self._faults.values():
+            if state.idle is not None:
+                state.idle.cancel()
         self._faults.clear()
 
     # -- acting -------------------------------------------------------------------------
@@ -221,11 +353,25 @@ class FaultInjector:
         # The first Content-Type, as the recorder reads it: a stream it will parse.
         if not _is_event_stream(next(iter(flow.response.headers.get_all("content-type")), "")):
             return
+        previous = flow.response.stream
+        before = previous if callable(previous) else None
         cutter = state.decision.cutter(state.rpc_id, self._max_event)
         if cutter is not None:
-            previous = flow.response.stream
-            state.filter = CutFilter(cutter, previous if callable(previous) else None)
+            state.filter = CutFilter(cutter, before)
             flow.response.stream = state.filter
+        elif state.decision.idle_cut_ms:
+            loop = asyncio.get_running_loop()
+            state.idle = IdleWatch(
+                loop, state.decision.idle_cut_ms, lambda: self._idle(flow, state), before
+            )
+            flow.response.stream = state.idle
+            state.idle.start()
+
+    def _idle(self, flow: http.HTTPFlow, state: FlowFault) -> None:
+        """The event stream was silent too long: close the client's connection."""
+        last = graceful_end(flow) if state.decision.idle_cut_graceful else b""
+        if not close_client_connection(flow, last) and state.idle is not None:
+            state.idle.fired = False  # nothing was cut: the record must not say it was
 
     def _report(self, where: str, e: Exception) -> None:
         self.errors += 1

@@ -73,6 +73,7 @@ COLUMNS: Final = (
     "streamClosedMs",
     "notes",
     "negotiation",
+    "injected",
     "client",
 )
 
@@ -83,6 +84,10 @@ WAIT_TOLERANCE_MS: Final = 50
 #: A reconnection later than this many times the `retry:` delay ignores it (the suite's
 #: "very late": the client uses a backoff of its own).
 VERY_LATE_FACTOR: Final = 2
+
+#: A session that ended this soon after its GET stream was cut (or within twice the
+#: stream's `retry:`) had no need to reopen it: the client was leaving.
+RECONNECT_GRACE_MS: Final = 2000
 
 #: How many instances a verdict's evidence names.
 MAX_EVIDENCE: Final = 3
@@ -95,7 +100,7 @@ def base(filters: Filters) -> str:
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, ts, session, method, outcome,
     protocolVersion AS pv, httpStatuses, sse, retryOrigin, retryOf, retryDelayMs,
     retryAfterMs, retryAfterHonored, previousSession, endReason, requestHeaders, accept,
-    eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario,
+    eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario, injected,
     coalesce(max(client) OVER (PARTITION BY {SOURCE}, session), '(unknown client)') AS cl,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1,
@@ -230,6 +235,33 @@ SELECT src, client, next_id IS NOT NULL AS ok, id, ts,
     ELSE 'GET #' || next_id || ' after ' || (next_t0 - t1) || ' ms' END AS evidence
 FROM ({cut_next}) WHERE m AND (NOT final OR resumed) AND how IN ('complete', 'eof')
   AND id IN (SELECT id FROM r WHERE kind = 'request')""",
+        ),
+        Rule(
+            "client-sse-reconnect-after-cut",
+            "2025-11-25",
+            "Transport: Listening for Messages from the Server; Resumability (polling)",
+            "SHOULD",
+            "when the server or a middlebox ends its GET stream while the session goes on, "
+            "open it again with GET",
+            f"""
+SELECT c.src, c.cl AS client, n.id IS NOT NULL AS ok, c.id, c.ts,
+  'GET stream ' || {_at("c")} || CASE WHEN c.injected.action = 'idle_cut'
+    THEN ' cut by the proxy (' || c.injected.rule || ')' ELSE ' ended (' || c.sse."end" || ')'
+    END || ' after ' || CAST(round(c.tcut - c.t0) AS BIGINT) || ' ms; ' ||
+    CASE WHEN n.id IS NULL THEN 'no GET followed'
+    ELSE 'GET #' || n.id || ' after ' || (n.t0 - c.tcut) || ' ms' ||
+      CASE WHEN list_contains(n.requestHeaders, 'last-event-id')
+        THEN ' with Last-Event-ID' ELSE '' END END AS evidence
+FROM r c LEFT JOIN LATERAL {_NEXT_GET} n ON TRUE
+WHERE c.m AND c.kind = 'stream' AND c.status BETWEEN 200 AND 299 AND NOT c.shutdown
+  AND c.sse IS NOT NULL AND coalesce(c.pv, '') >= '2025-03-26'
+  -- Ended by the far side. A GET that ended `error` unmarked may be the client's own
+  -- hang-up: the recording cannot tell, so it is not judged.
+  AND (c.sse."end" IN ('eof', 'complete') OR coalesce(c.injected.action, '') = 'idle_cut')
+  AND NOT EXISTS (
+    SELECT 1 FROM r e WHERE e.src = c.src AND e.session = c.session
+      AND e.kind = 'session_end' AND e.t0 <= c.tcut
+        + greatest({RECONNECT_GRACE_MS}, coalesce(c.retryMs, 0) * {VERY_LATE_FACTOR}))""",
         ),
         Rule(
             "client-retry-after-honored",
@@ -384,6 +416,7 @@ ABOUT_INCIDENTS: Final = frozenset(
         "client-sse-last-event-id",
         "client-sse-retry-timing",
         "client-sse-graceful-reconnect",
+        "client-sse-reconnect-after-cut",
         "client-session-renegotiate-on-404",
         "client-session-continues-after-renegotiation",
         "client-retry-after-honored",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_layers
+import mcp_layers_faults
 import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow, tutils
@@ -332,3 +334,70 @@ def test_fault_cut_reaches_the_recorder_through_the_stream_and_flow_metadata() -
     (rec,) = records(out)
     assert rec["injected"] == {"rule": "cut", "action": "sse_truncate"}
     assert rec["sse"]["events"] == 1 and rec["sse"]["final"] is False
+
+
+def test_idle_watch_passes_every_byte_through_the_filters_around_it_and_fires_once() -> None:
+    """The idle cut's stream callable, on a real loop: chunks go on unchanged through a
+    callable set before it; each chunk restarts the wait; silence fires it, once."""
+    fired: list[float] = []
+    seen: list[bytes] = []
+
+    def before(data: bytes) -> bytes:
+        seen.append(data)
+        return data
+
+    async def scenario() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        watch = mcp_layers_faults.IdleWatch(loop, 50, lambda: fired.append(loop.time()), before)
+        watch.start()
+        out = []
+        for chunk in (b"data: 1\n\n", b": keep-alive\n\n", b"data: 2\n\n"):
+            await asyncio.sleep(0.03)  # under 50 ms each: the wait restarts every time
+            out.append(watch(chunk))
+        assert fired == [] and not watch.fired
+        await asyncio.sleep(0.12)
+        assert len(fired) == 1 and watch.fired
+        out.append(watch(b"data: late\n\n"))  # the client's connection is gone: nothing goes
+        out.append(watch(b""))
+        return out
+
+    out = asyncio.run(scenario())
+    assert out == [b"data: 1\n\n", b": keep-alive\n\n", b"data: 2\n\n", [], b""]
+    assert seen == [b"data: 1\n\n", b": keep-alive\n\n", b"data: 2\n\n", b""]
+
+
+def test_an_idle_cut_without_mitmproxys_connection_table_does_nothing_and_unmarks(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No proxyserver addon (mitmproxy's test master has none): the close cannot be made;
+    it says so once, nothing raises, the stream goes on and its record is not marked."""
+    monkeypatch.setattr(mcp_layers_faults, "_CLOSE_FAILED", [])  # logged once per process
+    out = io.BytesIO()
+    recorder = mcp_layers.Recorder(outfile=out)
+    injector = mcp_layers.FaultInjector(recorder.request_facts)
+
+    async def scenario(f: http.HTTPFlow) -> list[Any]:
+        for a in (injector, recorder):
+            a.request(f)
+        assert f.metadata[mcp_layers.INJECTED_KEY] == {"rule": "idle_cut", "action": "idle_cut"}
+        respond(f, 200, "text/event-stream", None, transfer_encoding="chunked")
+        for a in (injector, recorder):
+            a.responseheaders(f)
+        await asyncio.sleep(0.1)  # silent past after_ms twice over: the timer fires
+        sent = [f.response.stream(c) for c in (b"data: " + OK + b"\n\n", b"")]
+        for a in (injector, recorder):
+            a.response(f)
+        return sent
+
+    with taddons.context(injector, recorder) as tctx:
+        tctx.configure(injector, mcp_fault="idle_cut=20")
+        assert mcp_layers_faults.close_client_connection(post_flow()) is False
+        f = post_flow()
+        sent = asyncio.run(scenario(f))
+    assert b"".join(c if isinstance(c, bytes) else b"".join(c) for c in sent) == (
+        b"data: " + OK + b"\n\n"
+    )
+    assert caplog.text.count("cannot close a client connection") == 1
+    assert injector.errors == 0
+    (rec,) = records(out)
+    assert rec["injected"] is None and rec["outcome"] == "TOOL_SUCCESS"

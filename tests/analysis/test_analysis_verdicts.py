@@ -279,6 +279,94 @@ def test_retry_timing_needs_a_retry_field_and_graceful_needs_a_clean_close(
     assert rows["client-sse-last-event-id"]["verdict"] == "PASS"
 
 
+IDLE_CUT = {"rule": "middlebox.idle_cut", "action": "idle_cut"}
+
+
+def standby(
+    book: Book,
+    at_s: float,
+    *,
+    end: str,
+    duration_s: float = 3.0,
+    injected: dict[str, str] | None = None,
+    last_event_id: bool = False,
+) -> dict[str, Any]:
+    """A standby GET stream (no event ids) that lasted `duration_s` and ended `end`."""
+    headers = ["accept", "mcp-protocol-version", "mcp-session-id"]
+    return book.add(
+        "stream",
+        at_s,
+        durationMs=duration_s * 1000,
+        httpStatuses=[200],
+        contentType="text/event-stream",
+        requestHeaders=sorted([*headers, "last-event-id"]) if last_event_id else headers,
+        sse={"events": 0, "final": False, "end": end, "resumed": last_event_id},
+        eventIds=False,
+        injected=injected,
+    )
+
+
+@pytest.mark.parametrize(
+    ("end", "injected", "reopened_after_s", "verdict"),
+    [
+        ("error", IDLE_CUT, 1.0, "PASS"),  # cut by the proxy, GET again 1 s later
+        ("eof", None, 1.0, "PASS"),  # the server closed it
+        ("complete", None, 0.5, "PASS"),  # ended cleanly (a graceful close)
+        ("error", IDLE_CUT, None, "FAIL"),  # never reopened while the session went on
+        ("eof", None, None, "FAIL"),
+        ("error", None, None, "NOT_EXERCISED"),  # unmarked: maybe the client hung up itself
+    ],
+)
+def test_reconnect_after_a_cut_get_stream(
+    tmp_path: Path,
+    end: str,
+    injected: dict[str, str] | None,
+    reopened_after_s: float | None,
+    verdict: str,
+) -> None:
+    book = Book().opened()
+    standby(book, 0.3, end=end, injected=injected)  # ends at 3.3 s
+    if reopened_after_s is not None:
+        standby(book, 3.3 + reopened_after_s, end="error", duration_s=1)
+    book.request(9, "tools/call", 2)
+    book.deleted(10)
+    state, evidence = verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")
+    assert state == verdict, evidence
+    if verdict == "PASS":
+        gap = round(reopened_after_s * 1000)  # type: ignore[operator]
+        assert f"; GET #5 after {gap} ms" in (evidence or "")
+    if injected is not None:
+        assert (
+            "GET stream #4 at 12:00:00.300 cut by the proxy (middlebox.idle_cut) after "
+            "3000 ms" in (evidence or "")
+        )
+    if verdict == "FAIL":
+        assert "no GET followed" in (evidence or "")
+    # Without event ids there is nothing to resume: the resumption rules stay out of it.
+    assert verdict_of(book, tmp_path, "client-sse-last-event-id")[0] == "NOT_EXERCISED"
+
+
+def test_a_get_stream_cut_as_the_client_leaves_needs_no_reconnect(tmp_path: Path) -> None:
+    book = Book().opened()
+    standby(book, 0.3, end="eof")  # the server closed it at 3.3 s: the DELETE came 1 s later
+    book.deleted(4.3)
+    assert verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")[0] == "NOT_EXERCISED"
+    # The proxy stopping mid-stream is no cut either.
+    book = Book().opened()
+    standby(book, 0.3, end="error", injected=IDLE_CUT)["notes"] = ["proxy_shutdown"]
+    book.request(9, "tools/call", 2)
+    assert verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")[0] == "NOT_EXERCISED"
+
+
+def test_a_get_stream_reopened_with_last_event_id_says_so(tmp_path: Path) -> None:
+    book = Book().opened()
+    standby(book, 0.3, end="complete", injected=IDLE_CUT)
+    standby(book, 4.3, end="error", last_event_id=True)
+    book.request(9, "tools/call", 2)
+    state, evidence = verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")
+    assert state == "PASS" and "GET #5 after 1000 ms with Last-Event-ID" in (evidence or "")
+
+
 @pytest.mark.parametrize(("honored", "verdict"), [(True, "PASS"), (False, "FAIL"), (None, None)])
 def test_retry_after(tmp_path: Path, honored: bool | None, verdict: str | None) -> None:
     book = Book().opened()

@@ -25,6 +25,7 @@ from mcp_layers_core.faults import (
     FaultRule,
     FaultRuleError,
     HttpStatus,
+    IdleCut,
     InputRequired,
     JsonRpcError,
     Malformed,
@@ -143,6 +144,7 @@ GOOD_FILE = """\
     {"action": "sse_truncate", "before_final": true, "counter": "global"},
     {"action": "drop", "upstream": true, "method": "initialize"},
     {"action": "delay", "ms": 250, "where": "events"},
+    {"action": "idle_cut", "after_ms": 3000, "graceful": true, "method": "GET"},
     {"action": "session_expired", "nth": 3, "comment": "third call"}
   ]
 }
@@ -154,7 +156,7 @@ def test_a_good_file_gives_every_action_with_its_parameters() -> None:
     assert [r.kind for r in rules] == [
         "http_status", "http_status", "http_status", "http_status", "jsonrpc_error",
         "tool_error", "input_required", "malformed", "sse_truncate", "sse_truncate",
-        "drop", "delay", "session_expired",
+        "drop", "delay", "idle_cut", "session_expired",
     ]  # fmt: skip
     assert set(ACTIONS) == {r.kind for r in rules}
     seq = rules[0]
@@ -187,7 +189,9 @@ def test_a_good_file_gives_every_action_with_its_parameters() -> None:
     assert rules[9].action == SseTruncate(None) and rules[9].scope is Scope.GLOBAL
     assert rules[10].action == Drop(upstream=True)
     assert rules[11].action == Delay(250, "events")
-    assert rules[12].action == SessionExpired() and rules[12].line == 19
+    assert rules[12].action == IdleCut(3000, graceful=True)
+    assert rules[12].match.method == ("GET",)
+    assert rules[13].action == SessionExpired() and rules[13].line == 20
 
 
 def test_a_plain_list_a_bom_and_an_empty_list_are_files_too() -> None:
@@ -202,9 +206,17 @@ def test_defaults() -> None:
     assert r.match == Match(method=("tools/call",)) and r.which == Which()
     assert r.scope is Scope.SESSION
     assert r.action == JsonRpcError(RpcError(-32603, "Internal error"), 200, sse=False)
-    tool, required, broken, cut, drop, delay = (
+    tool, required, broken, cut, drop, delay, idle = (
         parse_inline(t).action
-        for t in ("tool_error", "input_required", "malformed", "sse_truncate", "drop", "delay=1")
+        for t in (
+            "tool_error",
+            "input_required",
+            "malformed",
+            "sse_truncate",
+            "drop",
+            "delay=1",
+            "idle_cut=1",
+        )
     )
     assert tool == ToolError("Injected tool error")
     assert required == InputRequired("Allow this tool call?", "approval")
@@ -212,6 +224,7 @@ def test_defaults() -> None:
     assert cut == SseTruncate(None)
     assert drop == Drop(upstream=False)
     assert delay == Delay(1, "headers")
+    assert idle == IdleCut(1, graceful=False)
 
 
 # -- parsing: bad files, with the exact message ----------------------------------------------
@@ -234,10 +247,10 @@ BAD_FILES = [
      'as {"action": "http_status", "status": 503}'),
     ('[\n  {"status": 503}\n]', 'faults.json:2: rule 1: no "action"; write "action": '
      '"http_status" (one of http_status, jsonrpc_error, tool_error, input_required, malformed, '
-     "sse_truncate, drop, delay, session_expired)"),
+     "sse_truncate, drop, delay, idle_cut, session_expired)"),
     ('[\n  {"name": "x",\n   "action": "jsonrpc-error"}\n]', 'faults.json:3: rule 1 ("x"): unknown '
      'action "jsonrpc-error"; did you mean "jsonrpc_error"? actions are http_status, jsonrpc_error, '
-     "tool_error, input_required, malformed, sse_truncate, drop, delay, session_expired"),
+     "tool_error, input_required, malformed, sse_truncate, drop, delay, idle_cut, session_expired"),
     ('[{"action": "drop"},\n {"action": "http_status",\n  "retry-after": 2}]', 'faults.json:3: '
      'rule 2: unknown key "retry-after"; did you mean "retry_after"? a rule takes name, action, '
      "counter, comment, method, tool, session, client, protocol, nth, every, from, probability; "
@@ -291,6 +304,14 @@ BAD_FILES = [
      'from 0 to 600000, not 600001; write "ms": 500'),
     ('[{"action": "delay", "ms": 1,\n  "where": "body"}]', 'faults.json:2: rule 1: "where" must '
      'be one of "headers", "events", not "body"; write "where": "headers"'),
+    ('[{"action": "idle_cut"}]', 'faults.json:1: rule 1: "after_ms" is required; write '
+     '"after_ms": 3000'),
+    ('[{"action": "idle_cut",\n  "after_ms": 0}]', 'faults.json:2: rule 1: "after_ms" must be '
+     'an integer from 1 to 600000, not 0; write "after_ms": 3000'),
+    ('[{"action": "idle_cut", "after_ms": 100,\n  "graceful": "yes"}]', 'faults.json:2: rule 1: '
+     '"graceful" must be true or false, not "yes"; write "graceful": true'),
+    ('[{"action": "idle_cut", "after_ms": 100,\n  "ms": 5}]', 'faults.json:2: rule 1: "ms" is '
+     "not a parameter of idle_cut (it belongs to delay); idle_cut takes after_ms, graceful"),
     ('[{"action": "drop", "name": "a"},\n {"action": "drop", "name": "a"}]', 'faults.json:2: rule '
      '2: the name "a" is already used by rule 1; rename one'),
     ('[{"action": "drop",\n  "name": "two\\nlines"}]', 'faults.json:2: rule 1 ("two\nlines"): '
@@ -345,6 +366,10 @@ INLINE_EQUALS_FILE = [
     ("drop upstream probability=0.25", {"action": "drop", "upstream": True, "probability": 0.25}),
     ("delay=200 where=events protocol=2026-*",
      {"action": "delay", "ms": 200, "where": "events", "protocol": "2026-*"}),
+    ("idle_cut=3000 method=GET", {"action": "idle_cut", "after_ms": 3000, "method": "GET"}),
+    ("idle_cut=100 graceful method=GET:resume,GET",
+     {"action": "idle_cut", "after_ms": 100, "graceful": True, "method": ["GET:resume", "GET"]}),
+    ("idle_cut=100 graceful=false", {"action": "idle_cut", "after_ms": 100, "graceful": False}),
     ("session_expired nth=3 counter=global name=expire-third",
      {"action": "session_expired", "nth": 3, "counter": "global", "name": "expire-third"}),
 ]  # fmt: skip
@@ -368,7 +393,7 @@ BAD_INLINE = [
     ('tool_error="x', "mcp_fault 'tool_error=\"x': No closing quotation (close the quote)"),
     ("http_stat=503", "mcp_fault 'http_stat=503': unknown action \"http_stat\"; did you mean "
      '"http_status"? actions are http_status, jsonrpc_error, tool_error, input_required, '
-     "malformed, sse_truncate, drop, delay, session_expired"),
+     "malformed, sse_truncate, drop, delay, idle_cut, session_expired"),
     ("drop=1", 'mcp_fault \'drop=1\': "drop" takes no value after "="; write e.g. "drop nth=1"'),
     ("http_status", 'mcp_fault \'http_status\': "status" is required; write http_status=503,200 '
      "(statuses 100-599; a 2xx lets that call through)"),
@@ -377,6 +402,14 @@ BAD_INLINE = [
     ("delay", "mcp_fault 'delay': \"ms\" is required; write delay=500"),
     ("delay=soon", "mcp_fault 'delay=soon': \"ms\" must be an integer from 0 to 600000, not "
      '"soon"; write delay=500'),
+    ("idle_cut method=GET", "mcp_fault 'idle_cut method=GET': \"after_ms\" is required; write "
+     "idle_cut=3000"),
+    ("idle_cut=3s", "mcp_fault 'idle_cut=3s': \"after_ms\" must be an integer from 1 to 600000, "
+     'not "3s"; write idle_cut=3000'),
+    ("idle_cut=600001", "mcp_fault 'idle_cut=600001': \"after_ms\" must be an integer from 1 to "
+     "600000, not 600001; write idle_cut=3000"),
+    ("idle_cut=100 graceful=maybe", "mcp_fault 'idle_cut=100 graceful=maybe': \"graceful\" must "
+     'be true or false, not "maybe"; write graceful=true'),
     ("drop nth=x", "mcp_fault 'drop nth=x': \"nth\" must be an integer from 1 to 1000000000, not "
      '"x"; write nth=1'),
     ("drop nth=1 nth=2", "mcp_fault 'drop nth=1 nth=2': \"nth\" is given twice; keep one"),
@@ -731,6 +764,29 @@ def test_alter_and_drop_decisions() -> None:
     assert isinstance(cut.cutter(1), SseCutter) and isinstance(final.cutter(1), SseCutter)
     assert isinstance(gaps.cutter(1), SseCutter) and slow.cutter(1) is None
     assert cut.injected == {"rule": "sse_truncate", "action": "sse_truncate"}
+
+
+def test_idle_cut_decisions_call_the_upstream_and_name_get_streams_only_when_asked() -> None:
+    get = request_view(None, session="s-1", http_method="GET")
+    resume = request_view(None, session="s-1", http_method="GET", resumption=True)
+    graceful = plan("idle_cut=1000 graceful method=GET name=close")
+    d = graceful.decide(get)
+    assert d == Decision(
+        "close", "idle_cut", Effect.ALTER, idle_cut_ms=1000, idle_cut_graceful=True
+    )
+    assert d.calls_upstream and d.cutter(None) is None  # the bytes pass as they come
+    assert d.injected == {"rule": "close", "action": "idle_cut"}
+    assert graceful.decide(resume) is None  # `GET` is the standby stream; `GET:resume` apart
+    # Without `method`, the rule acts on tools/call (answered with SSE), never on a GET.
+    default = plan("idle_cut=500")
+    assert default.decide(get) is None and default.decide(view(1, method="tools/list")) is None
+    assert default.decide(view(1)) == Decision(
+        "idle_cut", "idle_cut", Effect.ALTER, idle_cut_ms=500
+    )
+    # A notification has no stream to cut, but the action needs no id: a POST of one matches.
+    assert plan("idle_cut=500 method=*").decide(view(None, "notifications/x")) is not None
+    both = plan("idle_cut=500 method=GET,GET:resume nth=2")
+    assert fired(both, [get, resume, get]) == [2]
 
 
 # -- session_expired ---------------------------------------------------------------------------

@@ -15,8 +15,10 @@ and asks `plan.decide(view)`; `None` means "leave this exchange alone", otherwis
 - `Effect.DROP`: close the client connection without an answer (after the upstream has
   handled the request when `drop_after_upstream`);
 - `Effect.ALTER`: call the upstream, but rewrite the request (`strip_continuation`),
-  delay the response (`delay_headers_ms`, `delay_events_ms`) or cut its event stream
-  (`decision.cutter(rpc_id)` returns the `SseCutter` that does it).
+  delay the response (`delay_headers_ms`, `delay_events_ms`), cut its event stream
+  (`decision.cutter(rpc_id)` returns the `SseCutter` that does it), or close the client's
+  connection once the event stream has been silent `idle_cut_ms` (the adapter keeps
+  that timer: this package keeps no clock).
 
 Nothing here does I/O, keeps a clock or raises on what a peer sends: `request_view`,
 `strip_continuation`, `decide` and `SseCutter` accept any bytes. The format and every
@@ -64,6 +66,7 @@ from .rules import (
     FaultRule,
     FaultRuleError,
     HttpStatus,
+    IdleCut,
     InputRequired,
     JsonRpcError,
     Malformed,
@@ -95,6 +98,7 @@ __all__ = [
     "FaultRule",
     "FaultRuleError",
     "HttpStatus",
+    "IdleCut",
     "InputRequired",
     "JsonRpcError",
     "Malformed",

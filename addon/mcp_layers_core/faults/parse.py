@@ -43,6 +43,7 @@ from .rules import (
     FaultRule,
     FaultRuleError,
     HttpStatus,
+    IdleCut,
     InputRequired,
     JsonRpcError,
     Malformed,
@@ -70,6 +71,7 @@ _ACTION_KEYS: Final[dict[str, tuple[str, ...]]] = {
     "sse_truncate": ("after_events", "before_final"),
     "drop": ("upstream",),
     "delay": ("ms", "where"),
+    "idle_cut": ("after_ms", "graceful"),
     "session_expired": (),
 }
 _MALFORMED_KINDS: Final = ("invalid_json", "wrong_id", "result_and_error")
@@ -88,6 +90,7 @@ _PRIMARY: Final = {
     "malformed": "kind",
     "sse_truncate": "after_events",
     "delay": "ms",
+    "idle_cut": "after_ms",
 }
 _INT_RE: Final = re.compile(r"[+-]?\d{1,18}")
 
@@ -396,6 +399,10 @@ def _parse_delay(f: _Fields) -> Delay:
     )
 
 
+def _parse_idle_cut(f: _Fields) -> IdleCut:
+    return IdleCut(f.integer("after_ms", 1, _MAX_MS, "3000"), f.boolean("graceful"))
+
+
 def _parse_session_expired(f: _Fields) -> SessionExpired:
     return SessionExpired()
 
@@ -409,6 +416,7 @@ _ACTION_PARSERS: Final[dict[str, Callable[[_Fields], Action]]] = {
     "sse_truncate": _parse_sse_truncate,
     "drop": _parse_drop,
     "delay": _parse_delay,
+    "idle_cut": _parse_idle_cut,
     "session_expired": _parse_session_expired,
 }
 
@@ -526,8 +534,8 @@ def _skip_ws(text: str, i: int) -> int:
 
 INLINE_SOURCE: Final = "mcp_fault"
 
-_INT_KEYS: Final = frozenset({"nth", "every", "from", "after_events", "ms", "code"})
-_BOOL_KEYS: Final = frozenset({"sse", "before_final", "upstream"})
+_INT_KEYS: Final = frozenset({"nth", "every", "from", "after_events", "ms", "after_ms", "code"})
+_BOOL_KEYS: Final = frozenset({"sse", "before_final", "upstream", "graceful"})
 _BOOL_WORDS: Final = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
 
 
@@ -657,6 +665,11 @@ PRESETS: Final[dict[str, tuple[str, ...]]] = {
         " name=middlebox.unavailable_date",
     ),
     "middlebox.late_answer": ("delay=70000 nth=1 counter=client name=middlebox.late_answer",),
+    # The lab's short stand-in for Cloudflare's 100 s idle timeout on the standby stream.
+    "middlebox.idle_cut": ("idle_cut=3000 method=GET name=middlebox.idle_cut",),
+    "middlebox.graceful_close": (
+        "idle_cut=3000 graceful=true method=GET name=middlebox.graceful_close",
+    ),
 }
 
 

@@ -43,6 +43,7 @@ from .rules import (
     FaultRule,
     FaultRuleError,
     HttpStatus,
+    IdleCut,
     InputRequired,
     JsonRpcError,
     Malformed,
@@ -284,6 +285,10 @@ class Decision:
     delay_events_ms: int = 0
     truncate_after_events: int | None = None
     truncate_before_final: bool = False
+    #: Close the client's connection once the answer's event stream was silent this long
+    #: (0: never); `idle_cut_graceful`: end a chunked stream cleanly before closing.
+    idle_cut_ms: int = 0
+    idle_cut_graceful: bool = False
 
     @property
     def calls_upstream(self) -> bool:
@@ -433,6 +438,14 @@ class FaultPlan:
             )
         if isinstance(a, Drop):
             return Decision(rule.name, a.KIND, Effect.DROP, drop_after_upstream=a.upstream)
+        if isinstance(a, IdleCut):
+            return Decision(
+                rule.name,
+                a.KIND,
+                Effect.ALTER,
+                idle_cut_ms=a.after_ms,
+                idle_cut_graceful=a.graceful,
+            )
         if isinstance(a, Delay):
             ms = (a.ms, 0) if a.where == "headers" else (0, a.ms)
             return Decision(

@@ -32,6 +32,7 @@ ACTIONS: Final = (
     "sse_truncate",
     "drop",
     "delay",
+    "idle_cut",
     "session_expired",
 )
 
@@ -175,6 +176,17 @@ class Delay:
 
 
 @dataclass(frozen=True, slots=True)
+class IdleCut:
+    """Close the client's connection once the answer's event stream has been silent
+    `after_ms` (each upstream chunk restarts the wait), as idle timeouts of CDNs and load
+    balancers do; `graceful` ends the stream cleanly first where the framing allows."""
+
+    KIND: ClassVar[str] = "idle_cut"
+    after_ms: int
+    graceful: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SessionExpired:
     KIND: ClassVar[str] = "session_expired"
 
@@ -188,6 +200,7 @@ Action = (
     | SseTruncate
     | Drop
     | Delay
+    | IdleCut
     | SessionExpired
 )
 
