@@ -264,7 +264,7 @@ def build_cell(run: RunResult) -> Cell:
     if not cell.agrees:
         cell.notes.append("the client printed other results than the model received")
     if fault.name != "none" and cell.fired == 0:
-        cell.inapplicable = inapplicable(fault, requests)
+        cell.inapplicable = inapplicable(fault, records)
         if cell.inapplicable is None:
             cell.notes.append("the fault never fired")
     passed = [
@@ -301,15 +301,17 @@ def build_cell(run: RunResult) -> Cell:
     return cell
 
 
-def inapplicable(fault: presets.Fault, requests: list[dict[str, Any]]) -> str | None:
+def inapplicable(fault: presets.Fault, records: list[dict[str, Any]]) -> str | None:
     """Why a fault that never fired had nothing to act on, or None (then it misfired).
 
     A client on the stateless protocol (2026-07-28) sends no ``initialize``; a server
     answers it with JSON, so a fault that cuts an SSE answer has no stream to cut.
     """
+    if fault.get_stream and not any(r.get("kind") == "stream" for r in records):
+        return "opens no standby GET stream"
     if fault.method is None:
         return None
-    hit = [r for r in requests if r.get("method") == fault.method]
+    hit = [r for r in records if r.get("kind") == "request" and r.get("method") == fault.method]
     if not hit:
         return f"never sends `{fault.method}`"
     if fault.sse and not any("event-stream" in str(r.get("contentType")) for r in hit):

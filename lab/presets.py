@@ -32,6 +32,8 @@ class Fault:
     #: seconds the fake model holds its answer after the tool result: the client's MCP
     #: session sits idle meanwhile, which an idle-stream fault needs (agents finish in ~1 s)
     model_hold_s: float = 0.0
+    #: the fault acts on the client's standby GET stream (none opened: nothing to act on)
+    get_stream: bool = False
 
     def sets(self) -> list[str]:
         """The mitmdump `--set` values (without the scenario label)."""
@@ -120,6 +122,27 @@ FAULTS: Final[tuple[Fault, ...]] = (
         preset="middlebox.get_405",
         method=None,
         reaches_model=False,
+        get_stream=True,
+    ),
+    Fault(
+        "idle_cut",
+        "the standby GET stream's connection closed after 3 s of silence (a CDN's idle "
+        "timeout); the model holds its answer 8 s meanwhile",
+        preset="middlebox.idle_cut",
+        method=None,
+        reaches_model=False,
+        model_hold_s=8.0,
+        get_stream=True,
+    ),
+    Fault(
+        "graceful_close",
+        "the standby GET stream ended cleanly after 3 s of silence; the model holds its "
+        "answer 8 s meanwhile",
+        preset="middlebox.graceful_close",
+        method=None,
+        reaches_model=False,
+        model_hold_s=8.0,
+        get_stream=True,
     ),
     Fault(
         "resume_refused",

@@ -310,3 +310,13 @@ def test_a_known_lookup_is_listed_and_other_connects_still_break(tmp_path: Path)
     assert "Known name lookups" in text and "api.continue.dev" in text
     leaking = RunResult(**{**run.__dict__, "client": "continue", "violations": ["1.2.3.4:443"]})
     assert any("OUTBOUND" in n for n in matrix.build_cell(leaking).notes)
+
+
+def test_a_get_stream_fault_on_a_client_without_one_is_not_applicable() -> None:
+    # Stateless clients (2026-07-28) open no standby GET stream: nothing to cut or refuse.
+    requests = [_record(1, "tools/call", "TOOL_SUCCESS", "2026-12-01T10:00:00.000Z")]
+    for name in ("get_405", "idle_cut", "graceful_close"):
+        fault = presets.fault(name)
+        assert matrix.inapplicable(fault, requests) == "opens no standby GET stream"
+        stream = {"v": 1, "id": 2, "kind": "stream", "ts": "2026-12-01T10:00:00.100Z"}
+        assert matrix.inapplicable(fault, [*requests, stream]) is None
