@@ -149,6 +149,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "the first `tools/call`'s SSE answer cut before the result; a `Last-Event-ID` "
         "resumption answered 404",
         preset="middlebox.resume_refused",
+        sse=True,
     ),
     Fault(
         "tools_call_429_date",

@@ -320,3 +320,12 @@ def test_a_get_stream_fault_on_a_client_without_one_is_not_applicable() -> None:
         assert matrix.inapplicable(fault, requests) == "opens no standby GET stream"
         stream = {"v": 1, "id": 2, "kind": "stream", "ts": "2026-12-01T10:00:00.100Z"}
         assert matrix.inapplicable(fault, [*requests, stream]) is None
+
+
+def test_resume_refused_on_a_client_answered_in_json_is_not_applicable() -> None:
+    # Stateless clients get JSON answers: no stream to cut, so nothing to resume.
+    call = _record(1, "tools/call", "TOOL_SUCCESS", "2026-12-01T10:00:00.000Z")
+    call["contentType"] = "application/json"
+    assert matrix.inapplicable(presets.fault("resume_refused"), [call]) == (
+        "`tools/call` answered with JSON, no SSE to cut"
+    )
