@@ -171,7 +171,10 @@ def test_live_spans_of_sdk_traffic_follow_the_conventions_and_equal_the_offline_
     assert len(records) == len(spans)
 
 
-PRESETS = sorted(p for p in faults.PRESETS if p not in ("none", "baseline"))
+#: The idle presets act after 3 s of silence on the standby stream, longer than this
+#: client's whole session: tests/e2e/test_middlebox_e2e.py runs them with 1 s rules.
+NEEDS_AN_IDLE_SESSION = ("middlebox.idle_cut", "middlebox.graceful_close")
+PRESETS = sorted(p for p in faults.PRESETS if p not in ("none", "baseline", *NEEDS_AN_IDLE_SESSION))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
