@@ -329,3 +329,21 @@ def test_resume_refused_on_a_client_answered_in_json_is_not_applicable() -> None
     assert matrix.inapplicable(presets.fault("resume_refused"), [call]) == (
         "`tools/call` answered with JSON, no SSE to cut"
     )
+
+
+@pytest.mark.parametrize(
+    ("origin", "model", "ms", "after"),
+    [
+        ("reinit", False, 80.0, "<1 s"),  # Qwen Code's re-inits: 80 ms, then 226 ms
+        ("reinit", False, 226.0, "<1 s"),
+        ("reissue", True, 210.0, "<1 s"),  # a model's re-call
+        ("resend", False, 250.0, "0.2–0.7 s"),  # a client's own back-off stays fine-grained
+        ("reissue", False, 150.0, "<0.2 s"),
+    ],
+)
+def test_the_after_column_buckets_by_what_the_delay_waits_on(
+    tmp_path: Path, origin: str, model: bool, ms: float, after: str
+) -> None:
+    run = RunResult("py-sdk", "2.3.0", "session_404", "once", "session_404", str(tmp_path))
+    cell = matrix.Cell(run, retries=[matrix.Retry("tools/call", origin, 2, ms, model, None)])
+    assert cell.after == after
