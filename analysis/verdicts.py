@@ -108,6 +108,9 @@ def base(filters: Filters) -> str:
       + CAST(coalesce(streamClosedMs, durationMs, 0) AS BIGINT) AS tcut,
     httpStatuses[len(httpStatuses)] AS status,
     coalesce(list_contains(notes, 'proxy_shutdown'), FALSE) AS shutdown,
+    -- a POST's stream that ended before its record did (the request waited on for a
+    -- resumption): not cut by the proxy stopping, even when the record says it stopped
+    coalesce(streamClosedMs < durationMs, FALSE) AS closed_early,
     {queries.matched(filters)} AS m
   FROM {TABLE}
 )"""
@@ -121,7 +124,7 @@ def _at(alias: str) -> str:
 # A stream the client lost before its answer: a POST's SSE answer without its final
 # response, or a GET stream, that carried event ids; ended by the server or the network,
 # not by the proxy stopping.
-_CUT = """(c.eventIds AND NOT c.shutdown AND c.sse IS NOT NULL
+_CUT = """(c.eventIds AND (NOT c.shutdown OR c.closed_early) AND c.sse IS NOT NULL
    AND ((c.kind = 'request' AND (NOT c.sse.final OR c.sse.resumed)) OR c.kind = 'stream'))"""
 
 # The first GET stream of the same session opened after the cut stream ended.

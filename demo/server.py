@@ -30,6 +30,7 @@ import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import ToolAnnotations
 from starlette.requests import Request
@@ -182,7 +183,42 @@ class _Uvicorn(uvicorn.Server):
         return int(self.config.port)
 
 
-def build_app(json_response: bool, stateless: bool, host: str) -> tuple[ASGIApp, PostLog]:
+#: How many events the resumable server keeps, across its streams (oldest dropped first).
+MAX_STORED_EVENTS = 10_000
+
+#: The `retry:` delay the resumable server announces, in ms.
+RETRY_INTERVAL_MS = 500
+
+
+class MemoryEventStore(EventStore):
+    """Events kept in memory, so a client can resume a cut stream with `Last-Event-ID`.
+    Ids are `<stream>:<n>`; a replay sends what followed on the same stream."""
+
+    def __init__(self, limit: int = MAX_STORED_EVENTS) -> None:
+        self._events: deque[tuple[StreamId, int, Any]] = deque(maxlen=limit)
+        self._count = 0
+
+    async def store_event(self, stream_id: StreamId, message: Any) -> EventId:
+        self._count += 1
+        self._events.append((stream_id, self._count, message))
+        return f"{stream_id}:{self._count}"
+
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
+        stream_id, _, n = last_event_id.rpartition(":")
+        if not stream_id or not n.isdigit():
+            return None
+        after = int(n)
+        for sid, number, message in list(self._events):
+            if sid == stream_id and number > after and message is not None:
+                await send_callback(EventMessage(message, f"{sid}:{number}"))
+        return stream_id
+
+
+def build_app(
+    json_response: bool, stateless: bool, host: str, resumable: bool = False
+) -> tuple[ASGIApp, PostLog]:
     mcp = build_server()
     log = PostLog()
 
@@ -196,6 +232,8 @@ def build_app(json_response: bool, stateless: bool, host: str) -> tuple[ASGIApp,
         json_response=json_response,
         stateless_http=stateless,
         host=host,
+        event_store=MemoryEventStore() if resumable else None,
+        retry_interval=RETRY_INTERVAL_MS if resumable else None,
     )
     return CountPosts(app, log), log
 
@@ -210,13 +248,18 @@ def main(argv: list[str] | None = None) -> int:
         "--json", action="store_true", help="answer application/json instead of SSE"
     )
     parser.add_argument("--stateless", action="store_true", help="no sessions (stateless_http)")
+    parser.add_argument(
+        "--resumable",
+        action="store_true",
+        help=f"SSE events carry ids; a cut stream can be resumed (retry: {RETRY_INTERVAL_MS} ms)",
+    )
     args = parser.parse_args(argv)
 
     # The SDK flags logging notifications as deprecated in 2026-07-28; the demo sends them on
     # purpose (they make the SSE stream), so the warning is noise here.
     warnings.simplefilter("ignore", MCPDeprecationWarning)
 
-    app, _log = build_app(args.json, args.stateless, args.host)
+    app, _log = build_app(args.json, args.stateless, args.host, args.resumable)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     server = _Uvicorn(config)
     # uvicorn handles SIGINT and SIGTERM itself and returns from run().

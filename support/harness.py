@@ -24,10 +24,13 @@ class ServerMode:
 
     json: bool
     stateless: bool
+    #: SSE events carry ids, and a cut stream can be resumed (`Last-Event-ID`)
+    resumable: bool = False
 
     @property
     def name(self) -> str:
-        return f"{'json' if self.json else 'sse'}-{'stateless' if self.stateless else 'stateful'}"
+        name = f"{'json' if self.json else 'sse'}-{'stateless' if self.stateless else 'stateful'}"
+        return f"{name}-resumable" if self.resumable else name
 
 
 SSE_STATEFUL = ServerMode(json=False, stateless=False)
@@ -35,6 +38,8 @@ JSON_STATEFUL = ServerMode(json=True, stateless=False)
 SSE_STATELESS = ServerMode(json=False, stateless=True)
 JSON_STATELESS = ServerMode(json=True, stateless=True)
 SERVER_MODES = (SSE_STATEFUL, JSON_STATEFUL, SSE_STATELESS, JSON_STATELESS)
+#: Not one of the four: the SSE server whose streams can be resumed.
+SSE_RESUMABLE = ServerMode(json=False, stateless=False, resumable=True)
 
 
 class Server:
@@ -48,7 +53,9 @@ class Server:
 
     def __enter__(self) -> Self:
         self.port = procs.free_port()
-        self._proc = procs.start_server(self.port, self.log, self.mode.json, self.mode.stateless)
+        self._proc = procs.start_server(
+            self.port, self.log, self.mode.json, self.mode.stateless, self.mode.resumable
+        )
         return self
 
     def __exit__(self, *_exc: object) -> None:

@@ -141,12 +141,16 @@ def mitmdump() -> str:
     raise StartError(f"mitmdump not found next to {sys.executable}; install the project first")
 
 
-def server_cmd(port: int, json_response: bool = False, stateless: bool = False) -> list[str]:
+def server_cmd(
+    port: int, json_response: bool = False, stateless: bool = False, resumable: bool = False
+) -> list[str]:
     cmd = [python(), "-m", "mcp_layers_demo.server", "--port", str(port), "--host", HOST]
     if json_response:
         cmd.append("--json")
     if stateless:
         cmd.append("--stateless")
+    if resumable:
+        cmd.append("--resumable")
     return cmd
 
 
@@ -184,10 +188,14 @@ def mitmdump_cmd(
 
 
 def start_server(
-    port: int, log: Path, json_response: bool = False, stateless: bool = False
+    port: int,
+    log: Path,
+    json_response: bool = False,
+    stateless: bool = False,
+    resumable: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start the bundled MCP server and wait until it listens (stops it again on failure)."""
-    proc = start(server_cmd(port, json_response, stateless), log)
+    proc = start(server_cmd(port, json_response, stateless, resumable), log)
     try:
         wait_for_port(port, proc, what="the MCP server", log=log)
     except BaseException:

@@ -100,7 +100,9 @@ class Concluding:
                 p.resumed,
                 s.saw_event_id,
                 s.retry_ms,
-                duration_ms(x.started, s.ended_at) if p.resumed else None,
+                # When the client had to reconnect for its answer: it came resumed, or
+                # never came after this stream ended.
+                duration_ms(x.started, s.ended_at) if p.resumed or not answered else None,
             ),
             s is None and p.via_stream and answered,  # answer_on_get_stream
             p.retry,

@@ -715,8 +715,9 @@ FIELDS: Final[tuple[Field, ...]] = (
         "streamClosedMs",
         Num(),
         True,
-        "on a request whose answer came resumed on a GET (`sse.resumed`): ms from the POST "
-        "to the end of its own stream (when the client had to reconnect); null otherwise",
+        "on a request answered with SSE whose answer came resumed on a GET (`sse.resumed`) "
+        "or never came: ms from the POST to the end of its own stream (when the client had "
+        "to reconnect); null otherwise",
     ),
     _later(
         "endReason",

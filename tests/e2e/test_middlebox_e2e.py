@@ -26,7 +26,7 @@ from mcp_layers_core.faults import preset
 from mcp_layers_core.faults.rules import Delay, HttpStatus, IdleCut
 from mcp_layers_demo.client import LIST_TOOLS
 from mcp_layers_support import node_peers
-from mcp_layers_support.harness import SSE_STATEFUL, Proxies, Server, ServerPool
+from mcp_layers_support.harness import SSE_RESUMABLE, SSE_STATEFUL, Proxies, Server, ServerPool
 from test_faults_e2e import CLIENT, REFUSED, ClientRun, faulted, injected
 
 pytestmark = pytest.mark.e2e
@@ -46,6 +46,40 @@ def verdicts_of(
     assert result.exit_code in (0, 1), result.output
     rows = json.loads(result.stdout)
     return {r["check"]: r for r in rows if r["client"] == client}
+
+
+def test_resume_refused_the_client_resumes_gets_404_and_the_call_fails(
+    proxies: Proxies, servers: ServerPool, tmp_path: Path
+) -> None:
+    """`middlebox.resume_refused` against a server whose events carry ids (`--resumable`,
+    `retry: 500`): the first call's stream is cut before its result, the client resumes
+    it with `Last-Event-ID` after the `retry:` delay, and the proxy answers that 404."""
+    server = servers.get(SSE_RESUMABLE)
+    done = faulted(proxies, server, "mcp_faults=middlebox.resume_refused", scenario="middlebox")
+    client = ClientRun(calls=[("echo", {"text": "a"}), ("echo", {"text": "b"})])
+    done.run(client)
+    first, second = client.results
+    assert first.error is not None, first  # its stream was cut and its resumption refused
+    assert second.error is None and second.text == "echo: b", second  # the client goes on
+    records = done.records
+    (cut,) = [
+        r
+        for r in records
+        if r["injected"] == injected("middlebox.resume_refused.cut", "sse_truncate")
+    ]
+    assert cut["method"] == "tools/call" and cut["sse"]["final"] is False, cut
+    resumes = [r for r in records if r["kind"] == "stream" and r["injected"] is not None]
+    assert resumes, done.failure_context()
+    for r in resumes:
+        assert "last-event-id" in r["requestHeaders"], r
+        assert r["httpStatuses"] == [404]
+        assert r["injected"] == injected("middlebox.resume_refused", "http_status")
+    gets = [h for h in client.http if h.method == "GET"]
+    assert any(h.status == 404 for h in gets), client.http
+    got = verdicts_of(records, tmp_path)
+    assert got["client-sse-last-event-id"]["verdict"] == "PASS", got["client-sse-last-event-id"]
+    # The resumption waited the server's `retry:` (500 ms) after the cut.
+    assert got["client-sse-retry-timing"]["verdict"] == "PASS", got["client-sse-retry-timing"]
 
 
 def test_get_405_the_client_carries_on_with_posts(
