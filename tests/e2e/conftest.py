@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_layers_support import node_peers
 from mcp_layers_support.harness import Proxies, ServerPool
 
 
@@ -52,3 +53,12 @@ def proxies(tmp_path: Path) -> Iterator[Proxies]:
         yield made
     finally:
         made.stop_all()
+
+
+@pytest.fixture(scope="session")
+def peers() -> node_peers.NodePeers:
+    """The TS SDK peers from npm (installed once); the test is skipped without npm."""
+    found = node_peers.ensure()
+    if found is None:
+        pytest.skip(node_peers.NO_NPM)
+    return found

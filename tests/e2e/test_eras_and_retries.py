@@ -293,14 +293,6 @@ def wire(upstream: ScriptedUpstream, scripted_proxy: Proxy, request: pytest.Fixt
 # -- real peers: the TS SDK client ------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def peers() -> node_peers.NodePeers:
-    found = node_peers.ensure()
-    if found is None:
-        pytest.skip(node_peers.NO_NPM)
-    return found
-
-
 def test_ts_sdk_client_session_get_stream_and_delete(
     peers: node_peers.NodePeers, servers: ServerPool, proxies: Proxies
 ) -> None:

@@ -199,17 +199,22 @@ def _ms(record: dict[str, Any]) -> float:
     return datetime.fromisoformat(record["ts"].replace("Z", "+00:00")).timestamp() * 1000
 
 
-def _idle_run(proxies: Proxies, server: Server, name: str) -> tuple[ClientRun, Any]:
+def _idle_faulted(proxies: Proxies, server: Server, name: str) -> Any:
+    """A proxy with preset `name`'s rule, cutting after IDLE_MS instead of its 3 s."""
     (rule,) = preset(name)
     assert isinstance(rule.action, IdleCut) and rule.match.method == ("GET",)
     assert rule.action.after_ms == 3000  # the lab's stand-in for Cloudflare's 100 s
     graceful = " graceful" if rule.action.graceful else ""
-    done = faulted(
+    return faulted(
         proxies,
         server,
         f"mcp_fault=idle_cut={IDLE_MS}{graceful} method=GET name={name}",
         scenario="middlebox",
     )
+
+
+def _idle_run(proxies: Proxies, server: Server, name: str) -> tuple[ClientRun, Any]:
+    done = _idle_faulted(proxies, server, name)
 
     async def stay_idle(_client: Client, _run: ClientRun) -> None:
         await anyio.sleep(IDLE_S)
@@ -292,28 +297,12 @@ TS_CLIENT = "mcp-layers-ts-peer@1.32.2"
 NODE_CLIENT_TIMEOUT_S = 60.0
 
 
-@pytest.fixture(scope="module")
-def peers() -> node_peers.NodePeers:
-    found = node_peers.ensure()
-    if found is None:
-        pytest.skip(node_peers.NO_NPM)
-    return found
-
-
 def _ts_idle_run(
     peers: node_peers.NodePeers, proxies: Proxies, server: Server, name: str
 ) -> tuple[dict[str, Any], Any]:
     """The TS SDK client through the same rule: one slow call keeps it busy IDLE_S while
     its standby GET stream stays silent (the call's progress comes on the POST's stream)."""
-    (rule,) = preset(name)
-    assert isinstance(rule.action, IdleCut)
-    graceful = " graceful" if rule.action.graceful else ""
-    done = faulted(
-        proxies,
-        server,
-        f"mcp_fault=idle_cut={IDLE_MS}{graceful} method=GET name={name}",
-        scenario="middlebox",
-    )
+    done = _idle_faulted(proxies, server, name)
     steps = round(IDLE_S)
     calls = [["slow", {"steps": steps, "delay_ms": 1000}]]
     ran = subprocess.run(
