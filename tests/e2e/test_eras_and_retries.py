@@ -340,7 +340,9 @@ def test_ts_sdk_client_session_get_stream_and_delete(
                 "protocolVersion": "2025-11-25",
             },
         )
-    init, initialized, listed, echo, fail, stream, end = records
+    init, initialized, listed, echo, fail = records[:5]
+    (stream,) = [r for r in records[5:] if r["kind"] == "stream"]
+    (end,) = [r for r in records[5:] if r["kind"] == "session_end"]
     # Its standby GET: asked for an event stream, carried the session and the version.
     assert stream["httpStatuses"] == [200] and stream["accept"] == ["text/event-stream"]
     assert {"mcp-session-id", "mcp-protocol-version"} <= set(stream["requestHeaders"])
