@@ -352,6 +352,9 @@ class SpanMapper:
         self.run = run
         self._memory = memory
         self._first: OrderedDict[str, int] = OrderedDict()  # session -> first start (ns)
+        # session -> latest end of its exchanges (ns): records round times to 0.1 ms, so an
+        # exchange that ended with its session can compute a hair later than the session
+        self._last: OrderedDict[str, int] = OrderedDict()
         self._generation: OrderedDict[str, int] = OrderedDict()  # session -> lifelines ended
         self._trace_of: OrderedDict[int, int] = OrderedDict()  # record id -> trace id
 
@@ -388,6 +391,7 @@ class SpanMapper:
             trace_id = self.session_trace(session)
             parent: int | None = self.session_span_id(session)
             self._remember(self._first, session, start, keep_first=True)
+            self._remember(self._last, session, max(end, self._last.get(session, end)))
         else:
             trace_id, parent = trace_id_of(self.run, f"record\x00{record_id}"), None
         self._remember(self._trace_of, record_id, trace_id)
@@ -461,6 +465,7 @@ class SpanMapper:
             return
         assert isinstance(session, str)
         first = self._first.pop(session, start)
+        end = max(end, first, self._last.pop(session, end))
         trace_id, span_id = self.session_trace(session), self.session_span_id(session)
         self._remember(self._generation, session, self._generation.get(session, 0) + 1)
         attrs: Attributes = {}
@@ -497,7 +502,7 @@ class SpanMapper:
                 parent_span_id=None,
                 kind=SpanKind.INTERNAL,
                 start_ns=min(first, start),
-                end_ns=max(end, first),
+                end_ns=end,
                 attributes=attrs,
                 error="error.type" in attrs,
                 status_message="session lost (404)" if "error.type" in attrs else None,
@@ -505,7 +510,7 @@ class SpanMapper:
         )
         picked: Attributes = {k: attrs[k] for k in _SESSION_METRIC_KEYS if k in attrs}
         out.measurements.append(
-            Measurement(SESSION_DURATION, (max(end, first) - min(first, start)) / 1e9, picked)
+            Measurement(SESSION_DURATION, (end - min(first, start)) / 1e9, picked)
         )
 
     def _remember(

@@ -217,6 +217,15 @@ def test_a_session_is_a_trace_whose_span_holds_its_exchanges() -> None:
     assert again.trace_id != a.trace_id
 
 
+def test_a_session_span_ends_no_earlier_than_its_exchanges() -> None:
+    # Each record rounds its times to 0.1 ms: a GET stream that ended with its session's
+    # DELETE can compute a hair after the session's own end.
+    mapper = SpanMapper(RUN)
+    stream = one_span(request(1, durationMs=2000.1), mapper)
+    (session,) = mapper.map(session_end(1, ts="2026-11-30T15:02:11.000Z", durationMs=2000.0)).spans
+    assert session.end_ns == stream.end_ns and session.start_ns <= stream.start_ns
+
+
 def test_a_forgotten_session_ends_in_error() -> None:
     (span,) = SpanMapper(RUN).map(session_end(1, endReason="not_found")).spans
     assert span.attributes["error.type"] == "404" and span.error
