@@ -19,6 +19,10 @@ the ratio is what the CLI itself costs (the target: ≥ 0.95×):
 - `mcp-layers query "<the question>" FILE --format json` against DuckDB asked it over
   `read_json` told the five columns it reads (GROUP BY GROUPING SETS, `quantile_disc`,
   nearest rank), and the same with the columns detected (`read_json(path)`);
+- each DuckDB script once more on DuckDB's engine alone (`import _duckdb`, as the CLI
+  imports it, skipping the `duckdb` package's Python layer and its 80 ms of imports): the
+  gap to these is the CLI's own work (click, the record definition, the check that every
+  line is a record);
 - jq: the four fields of every request collected, then `group_by` for counts and sorted
   durations for percentiles (one run), against `summary`;
 - with `--spark`, `summary --engine spark` (local mode, one run, at the first size).
@@ -99,6 +103,12 @@ con.execute(f"CREATE VIEW records AS SELECT * FROM read_json('{path}', "
             f"format='newline_delimited', columns={sys.argv[2]})")
 print(len(con.execute(sys.argv[3]).fetchall()))
 """
+
+# The same scripts on DuckDB's engine alone (`_duckdb`, as the CLI imports it), without the
+# `duckdb` package's Python layer: what is left between them and ours is the CLI's own work.
+BARE_SUMMARY_SQL = DUCKDB_SUMMARY_SQL.replace("import duckdb, sys", "import _duckdb as duckdb, sys")
+BARE_QUESTION = DUCKDB_QUESTION.replace("import duckdb, json", "import _duckdb as duckdb, json")
+assert BARE_SUMMARY_SQL != DUCKDB_SUMMARY_SQL and BARE_QUESTION != DUCKDB_QUESTION
 
 # The question over our `records` table, for `mcp-layers query`.
 QUERY_QUESTION = """
@@ -315,6 +325,11 @@ def compare(
             vs=summ,
         ),
         Contender(
+            "duckdb engine alone (summary's own SQL)",
+            [py, "-c", BARE_SUMMARY_SQL, str(path), columns, summary_sql],
+            vs=summ,
+        ),
+        Contender(
             query,
             [script(), "query", QUERY_QUESTION, str(path), "--format", "json"],
             query_answer,
@@ -322,6 +337,12 @@ def compare(
         Contender(
             "duckdb (the question)",
             [py, "-c", DUCKDB_QUESTION, str(path)],
+            duckdb_answer,
+            vs=query,
+        ),
+        Contender(
+            "duckdb engine alone (the question)",
+            [py, "-c", BARE_QUESTION, str(path)],
             duckdb_answer,
             vs=query,
         ),
@@ -365,6 +386,7 @@ def compare(
     gaps = [check(mine.answer, exact, "duckdb")]
     check(runs[query].answer, exact, "mcp-layers query")  # DuckDB both: exact, equal
     check(runs["duckdb (the question, columns detected)"].answer, exact, "duckdb (detected)")
+    check(runs["duckdb engine alone (the question)"].answer, exact, "duckdb engine alone")
     if "mcp-layers summary --engine spark" in runs:
         gaps.append(check(runs["mcp-layers summary --engine spark"].answer, exact, "spark"))
     if "jq" in runs:
