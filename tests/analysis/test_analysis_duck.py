@@ -230,3 +230,30 @@ def test_the_cli_starts_without_duckdbs_python_layer() -> None:
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['_duckdb']"
+
+
+def test_without_a_separate_engine_module_the_duckdb_package_serves() -> None:
+    # DuckDB releases before the split into `_duckdb` and `duckdb` have no `_duckdb`:
+    # the engine then comes from the package, with the same answers.
+    script = (
+        "import sys\n"
+        "import duckdb\n"  # the package, loaded with its engine as an older release has it
+        "for name in [m for m in sys.modules if m.split('.')[0] == '_duckdb']:\n"
+        "    del sys.modules[name]\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == '_duckdb':\n"
+        "            raise ImportError('no _duckdb here')\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "from click.testing import CliRunner\n"
+        "from mcp_layers_analysis import duck\n"
+        "from mcp_layers_analysis.cli import cli\n"
+        f"result = CliRunner().invoke(cli, ['summary', {str(SYNTHETIC)!r}, '--format', 'json'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(duck.duckdb.__name__)\n"
+        "sys.stdout.write(result.stdout)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    engine, _, answer = out.stdout.partition("\n")
+    assert engine == "duckdb"
+    assert answer == invoke("summary", SYNTHETIC, "--format", "json").stdout
