@@ -78,7 +78,7 @@ class CutFilter:
     def cut(self) -> bool:
         return self._cutter.cut
 
-    def __call__(self, data: bytes) -> list[bytes] | bytes | Iterable[bytes]:
+    def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
         try:
             out = (self._cutter.feed(data) if data else self._cutter.end()).data
         except Exception:  # a broken filter must not break the stream: pass it whole
@@ -97,7 +97,7 @@ class IdleWatch:
     fires, `on_idle` closes the client's connection and nothing more is forwarded. The
     recorder's tap, set after it, sees exactly what the client gets."""
 
-    __slots__ = ("_after_s", "_handle", "_loop", "_on_idle", "_then", "fired")
+    __slots__ = ("_after_s", "_handle", "_last", "_loop", "_on_idle", "_then", "fired")
 
     def __init__(
         self,
@@ -108,28 +108,34 @@ class IdleWatch:
     ) -> None:
         self._loop, self._after_s, self._on_idle, self._then = loop, after_ms / 1000, on_idle, then
         self._handle: asyncio.TimerHandle | None = None
+        self._last = 0.0  # the loop's time of the last chunk (or of the start)
         self.fired = False
 
     def start(self) -> None:
-        """(Re)start the wait: `after_ms` from now, on the proxy's own loop."""
-        if self._handle is not None:
-            self._handle.cancel()
-        self._handle = self._loop.call_later(self._after_s, self._fire)
+        """(Re)start the wait: `after_ms` from now, on the proxy's own loop. A chunk only
+        notes its time; the one timer, when it comes, waits out what is left."""
+        self._last = self._loop.time()
+        if self._handle is None:
+            self._handle = self._loop.call_later(self._after_s, self._check)
 
     def cancel(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
 
-    def _fire(self) -> None:
+    def _check(self) -> None:
         self._handle = None
+        left = self._last + self._after_s - self._loop.time()
+        if left > 0:  # chunks came meanwhile: silent only since the last one
+            self._handle = self._loop.call_later(left, self._check)
+            return
         self.fired = True
         try:
             self._on_idle()
         except Exception:  # a timer callback's exception would only reach asyncio's log
             logger.warning("mcp-layers: idle cut failed; the stream goes on", exc_info=True)
 
-    def __call__(self, data: bytes) -> list[bytes] | bytes | Iterable[bytes]:
+    def __call__(self, data: bytes) -> bytes | Iterable[bytes]:
         if data:
             if self.fired:
                 return []  # the client's connection is closed: nothing more goes to it
@@ -138,7 +144,7 @@ class IdleWatch:
             self.cancel()  # the upstream ended the stream first
         if self._then is None:
             return data
-        out: list[bytes] | bytes | Iterable[bytes] = self._then(data)
+        out: bytes | Iterable[bytes] = self._then(data)
         return out
 
 

@@ -8,8 +8,9 @@ reads the columns it declares once into a temporary table instead, and its queri
 over that.
 
 Every row must say `"v": 1`: the view's filter raises for one that does not (`error()` is
-volatile, so DuckDB evaluates it on every row and never reorders it after a query's own
-filters), and a line that is not JSON, or whose fields do not convert, raises in the read.
+volatile, so DuckDB evaluates it on every row; the view's window keeps a query's own
+filters from moving below it), and a line that is not JSON, or whose fields do not
+convert, raises in the read.
 Only then are the inputs checked line by line (`load.cleaned`), and the query runs again
 over their good lines.
 
@@ -143,7 +144,7 @@ class DuckEngine:
         self.warn = warn
         self.inputs = on_disk(sources, self.spool)
         # Only the columns named are declared to the reader: each one declared costs the
-        # JSON reader time on every line even when no query reads it (1-2 % of `summary`).
+        # JSON reader time on every line even when no query reads it (about 1 % of a query).
         self.cols = read_columns(None if columns is None else ("v", "id", *columns))
         if shared:
             self._attempt(self._materialise, lambda: None, "cannot read the records")
@@ -167,8 +168,9 @@ class DuckEngine:
     def _view(self) -> None:
         # `row_number() OVER ()` counts rows in input order (insertion order is kept). The
         # window is also what keeps CHECK on every row: without it DuckDB moves a query's
-        # own filters below CHECK, and a bad line they leave out would go unreported. It
-        # costs about 4 % of `summary`, computed whether or not a query reads `_seq`.
+        # own filters below CHECK, and a bad line they leave out would go unreported
+        # (tests/analysis/test_analysis_duck.py). A query that does not read `_seq` does
+        # not compute it: the plan keeps the filters' order and drops the window.
         self.con.execute(
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
             f"SELECT * EXCLUDE (v), CAST(v AS BIGINT) AS v, "
