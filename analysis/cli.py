@@ -392,7 +392,8 @@ def verdicts(reading: Reading) -> None:
     Last-Event-ID on a resumption GET, the SSE retry delay, reconnecting after a graceful
     close, Retry-After, MCP-Protocol-Version, Accept, notifications/initialized, unique
     request ids, DELETE at the end. Each row names the rule (spec version, section,
-    MUST/SHOULD) and the evidence (record ids and times). Exit status 1 when any FAIL.
+    MUST/SHOULD) and the evidence (record ids and times). Exit status 3 when any FAIL
+    (a MUST broken; a WARNING, a SHOULD missed, does not fail it).
 
     \b
     Example:

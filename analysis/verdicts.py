@@ -1,14 +1,23 @@
 """`verdicts`: did each client do what the spec asks, judged from the traffic it sent.
 
-Every requirement is a `Rule` (its id, the spec version and section it comes from, MUST
-or SHOULD) and one SQL query over the `records` table that lists the requirement's
-*instances*: each time a client was in the situation the requirement is about (a 404 on
-its session, a stream cut after it carried event ids, a POST after initialisation), with
-`ok` TRUE when the client did the right thing, FALSE when it did not, and NULL when the
-recording cannot tell (an older recording without `requestHeaders`, say). Per client and
-rule: FAIL when any instance failed, PASS when one passed and none failed, NOT_EXERCISED
-when there was none. Ids are the conformance suite's where it has the check
-(`client-sse-last-event-id`, …), and ids of the same style for the rest.
+Every requirement is a `Rule` (its id, the spec version and section it comes from, the
+sentence it grades, MUST or SHOULD) and one SQL query over the `records` table that lists
+the requirement's *instances*: each time a client was in the situation the requirement is
+about (a 404 on its session, a stream cut after it carried event ids, a POST after
+initialisation), with `ok` TRUE when the client did the right thing, FALSE when it did
+not, and NULL when the recording cannot tell (an older recording without
+`requestHeaders`, say). Per client and rule (`Tally.verdict`): FAIL when an instance
+broke a MUST, WARNING when one missed a SHOULD (never FAIL), PASS when one passed and none
+failed, UNDECIDABLE when there were instances and none could be decided, NOT_EXERCISED
+when there was none. Only a FAIL fails the exit status.
+
+Ids: the conformance suite's where it has the check (`client-sse-last-event-id`,
+`client-sse-retry-timing`, `client-sse-graceful-reconnect`: namespace `conformance`);
+every other rule is this project's own, `mcp-layers/…`.
+
+Each recording is its own world: a rule joins records only within one input file (`src`)
+and, where it follows a client from one session to the next, by what the records say
+links them (`previousSession`, a time window), never by a client's name across files.
 
 Times in the evidence are the records' `ts`; a "gap" runs from the end of one record
 (`ts` + `durationMs`) to the start of the next.
@@ -16,7 +25,7 @@ Times in the evidence are the records' `ts`; a "gap" runs from the end of one re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
@@ -28,21 +37,124 @@ from .table import SEQUENCE, SOURCE, TABLE
 
 
 class Verdict(StrEnum):
+    """One client's grade on one rule (the conformance suite's words where it has them)."""
+
     PASS = "PASS"
+    #: An instance broke a MUST.
     FAIL = "FAIL"
+    #: An instance missed a SHOULD (or the softer part of a MUST rule, as the suite has it).
+    WARNING = "WARNING"
+    #: Instances exist, and the recording could decide none of them.
+    UNDECIDABLE = "UNDECIDABLE"
     NOT_EXERCISED = "NOT_EXERCISED"
+
+
+class Level(StrEnum):
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+
+
+#: The namespace of the conformance suite's own check ids
+#: (https://github.com/modelcontextprotocol/conformance).
+CONFORMANCE: Final = "conformance"
+#: This project's namespace; its ids start `mcp-layers/`.
+OWN: Final = "mcp-layers"
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
     id: str
-    spec: str  # the first spec version with the requirement
+    spec: str  # the spec version the rule cites (the first with the requirement)
     section: str
-    level: str  # MUST | SHOULD
+    level: Level
     requirement: str
-    #: The query's instances: columns client, ok, id, ts, evidence.
+    #: The query's instances: columns src, client, ok, id, ts, evidence, and `soft` where
+    #: the rule says so (`soft`).
     sql: str
+    #: The cited section in that spec version.
+    url: str
+    #: The sentence the rule grades, verbatim from that version (markdown links reduced
+    #: to their text, line breaks to spaces).
+    quote: str
+    #: What counts as an instance and as its evidence (docs/cli.md).
+    evidence: str
+    #: SQL over the query's columns: TRUE when a failed instance misses only a softer part
+    #: of the rule (a WARNING even under a MUST).
+    soft: str = "FALSE"
 
+    @property
+    def namespace(self) -> str:
+        return OWN if self.id.startswith(f"{OWN}/") else CONFORMANCE
+
+
+def _spec(version: str, page: str, anchor: str) -> str:
+    return f"https://modelcontextprotocol.io/specification/{version}/basic/{page}#{anchor}"
+
+
+#: The conformance suite's definitions of the checks it shares with us.
+CONFORMANCE_CHECKS: Final = "https://github.com/modelcontextprotocol/conformance/blob/main/src/scenarios/client/sse-retry.ts"
+
+# The sentences graded, verbatim (see `Rule.quote`).
+SESSION_404: Final = (
+    "When a client receives HTTP 404 in response to a request containing an "
+    "`Mcp-Session-Id`, it **MUST** start a new session by sending a new `InitializeRequest` "
+    "without a session ID attached."
+)
+LAST_EVENT_ID: Final = (
+    "If the client wishes to resume after a broken connection, it **SHOULD** issue an HTTP "
+    "GET to the MCP endpoint, and include the `Last-Event-ID` header to indicate the last "
+    "event ID it received."
+)
+RETRY_FIELD: Final = (
+    "The client **MUST** respect the `retry` field, waiting the given number of "
+    "milliseconds before attempting to reconnect."
+)
+POLL: Final = (
+    "After the server has sent an SSE event with an event ID to the client, the server "
+    "**MAY** close the _connection_ (without terminating the _SSE stream_) at any time in "
+    'order to avoid holding a long-lived connection. The client **SHOULD** then "poll" the '
+    "SSE stream by attempting to reconnect."
+)
+POLL_GET: Final = (
+    "If the server closes the _connection_ without terminating the _stream_, it **SHOULD** "
+    "follow the same polling behavior as described for POST requests: sending a `retry` "
+    "field and allowing the client to reconnect."
+)
+RETRY_AFTER: Final = (
+    'Servers send the "Retry-After" header field to indicate how long the user agent ought '
+    "to wait before making a follow-up request."
+)
+VERSION_HEADER: Final = (
+    "If using HTTP, the client **MUST** include the `MCP-Protocol-Version: "
+    "<protocol-version>` HTTP header on all subsequent requests to the MCP server, allowing "
+    "the MCP server to respond based on the MCP protocol version."
+)
+ACCEPT_POST: Final = (
+    "The client **MUST** include an `Accept` header, listing both `application/json` and "
+    "`text/event-stream` as supported content types."
+)
+ACCEPT_GET: Final = (
+    "The client **MUST** include an `Accept` header, listing `text/event-stream` as a "
+    "supported content type."
+)
+GET_405: Final = (
+    "The server **MUST** either return `Content-Type: text/event-stream` in response to "
+    "this HTTP GET, or else return HTTP 405 Method Not Allowed, indicating that the server "
+    "does not offer an SSE stream at this endpoint."
+)
+INITIALIZED: Final = (
+    "After successful initialization, the client **MUST** send an `initialized` "
+    "notification to indicate it is ready to begin normal operations"
+)
+IDS_UNIQUE: Final = (
+    "The request ID **MUST NOT** have been previously used by the requestor within the same "
+    "session."
+)
+DELETE: Final = (
+    "Clients that no longer need a particular session (e.g., because the user is leaving "
+    "the client application) **SHOULD** send an HTTP DELETE to the MCP endpoint with the "
+    "`Mcp-Session-Id` header, to explicitly terminate the session."
+)
 
 #: Columns verdicts read.
 COLUMNS: Final = (
@@ -80,6 +192,10 @@ COLUMNS: Final = (
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between
 #: (the conformance suite's `client-sse-retry-timing` allows the same 50 ms early).
 WAIT_TOLERANCE_MS: Final = 50
+
+#: A reconnection later than `retry:` and this is late: a WARNING (the suite's
+#: LATE_TOLERANCE, "acceptable but may indicate network delays").
+LATE_TOLERANCE_MS: Final = 200
 
 #: A reconnection later than this many times the `retry:` delay ignores it (the suite's
 #: "very late": the client uses a backoff of its own).
@@ -144,10 +260,10 @@ def _rules() -> tuple[Rule, ...]:
   WHERE {_CUT}"""
     return (
         Rule(
-            "client-session-renegotiate-on-404",
+            "mcp-layers/session-renegotiate-on-404",
             "2025-03-26",
             "Transport: Session Management",
-            "MUST",
+            Level.MUST,
             "after a 404 on its session, start a new session: `initialize` without a session id",
             f"""
 SELECT l.src, l.cl AS client,
@@ -166,12 +282,20 @@ FROM r l LEFT JOIN LATERAL (
     AND (i.previousSession = l.session OR i.cl = l.cl)
   ORDER BY i.seq LIMIT 1) i ON TRUE
 WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found'""",
+            url=_spec("2025-03-26", "transports", "session-management"),
+            quote=SESSION_404,
+            evidence=(
+                "a 404 on a request of the session (`session_end` `not_found`), and the "
+                "`initialize` that names it as `previousSession`, or the client's first "
+                "`initialize` within SESSION_LINK_MS of it; its `requestHeaders` say whether "
+                "it carried a session id (undecidable without them)"
+            ),
         ),
         Rule(
-            "client-session-continues-after-renegotiation",
+            "mcp-layers/session-continues-after-renegotiation",
             "2025-03-26",
             "Transport: Session Management",
-            "SHOULD",
+            Level.SHOULD,
             "after re-initialising, carry on in the new session (the work the 404 interrupted)",
             f"""
 SELECT i.src, i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
@@ -187,48 +311,75 @@ WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SU
   AND (i.previousSession IS NOT NULL OR EXISTS (
     SELECT 1 FROM r l WHERE l.src = i.src AND l.seq < i.seq AND l.cl = i.cl
       AND l.kind = 'session_end' AND l.endReason = 'not_found'))""",
+            url=_spec("2025-03-26", "transports", "session-management"),
+            quote=SESSION_404,
+            evidence=(
+                "a successful `initialize` that re-initialises after a 404 (linked as above), "
+                "and any request of the new session after it"
+            ),
         ),
         Rule(
             "client-sse-last-event-id",
             "2025-03-26",
             "Transport: Resumability and Redelivery",
-            "SHOULD",
+            Level.SHOULD,
             "resume a lost stream that had event ids with a GET carrying `Last-Event-ID`",
             f"""
 SELECT src, client,
-  CASE WHEN next_id IS NULL OR next_headers IS NULL THEN NULL
-       ELSE list_contains(next_headers, 'last-event-id') END AS ok,
-  id, ts,
+  list_contains(next_headers, 'last-event-id') AS ok, id, ts,
   'stream #' || id || ' at ' || substr(ts, 12, 12) || ' ended ' || how ||
-    CASE WHEN next_id IS NULL THEN ', no GET followed'
+    CASE WHEN next_headers IS NULL
+           THEN '; GET #' || next_id || ': its request headers were not recorded'
          WHEN list_contains(next_headers, 'last-event-id')
            THEN '; GET #' || next_id || ' carried Last-Event-ID'
          ELSE '; GET #' || next_id || ' without Last-Event-ID' END AS evidence
-FROM ({cut_next}) WHERE m""",
+-- The instance is the resumption: a client that never came back did not wish to resume
+-- (the suite has no such check either; `client-sse-graceful-reconnect` grades that).
+FROM ({cut_next}) WHERE m AND next_id IS NOT NULL""",
+            url=_spec("2025-03-26", "transports", "resumability-and-redelivery"),
+            quote=LAST_EVENT_ID,
+            evidence=(
+                "a stream with event ids cut before its end (not by the proxy stopping), and "
+                "the session's first GET after it: its `requestHeaders` carry `last-event-id` "
+                "or not (undecidable without headers); no GET, no instance"
+            ),
         ),
         Rule(
             "client-sse-retry-timing",
             "2025-11-25",
             "Transport: Resumability and Redelivery (polling)",
-            "MUST",
+            Level.MUST,
             "wait the stream's SSE `retry:` delay before reconnecting (not less, and not over "
             "twice as long: a backoff of its own ignores it)",
             f"""
-SELECT src, client,
-  CASE WHEN next_id IS NULL THEN NULL
-       ELSE next_t0 - t1 >= retryMs - {WAIT_TOLERANCE_MS}
-         AND next_t0 - t1 <= retryMs * {VERY_LATE_FACTOR} END AS ok,
+SELECT src, client, gap >= retryMs - {WAIT_TOLERANCE_MS}
+    AND gap <= retryMs + {LATE_TOLERANCE_MS} AS ok,
+  -- As the suite grades it: early or over twice the delay (a backoff of its own) FAILs,
+  -- slightly late is a WARNING.
+  gap >= retryMs - {WAIT_TOLERANCE_MS} AND gap <= retryMs * {VERY_LATE_FACTOR} AS soft,
   id, ts,
-  'stream #' || id || ' asked retry ' || retryMs || ' ms; ' ||
-    CASE WHEN next_id IS NULL THEN 'no GET followed'
-         ELSE 'GET #' || next_id || ' came after ' || (next_t0 - t1) || ' ms' END AS evidence
-FROM ({cut_next}) WHERE m AND retryMs IS NOT NULL""",
+  'stream #' || id || ' asked retry ' || retryMs || ' ms; GET #' || next_id
+    || ' came after ' || gap || ' ms' ||
+    CASE WHEN gap < retryMs - {WAIT_TOLERANCE_MS} THEN ' (too early)'
+         WHEN gap > retryMs * {VERY_LATE_FACTOR} THEN ' (over twice the delay)'
+         WHEN gap > retryMs + {LATE_TOLERANCE_MS} THEN ' (late)' ELSE '' END AS evidence
+FROM (SELECT *, next_t0 - t1 AS gap FROM ({cut_next}))
+WHERE m AND retryMs IS NOT NULL AND next_id IS NOT NULL""",
+            url=_spec("2025-11-25", "transports", "resumability-and-redelivery"),
+            quote=RETRY_FIELD,
+            evidence=(
+                "a cut stream that set `retry:` (`retryMs`) and the session's first GET after "
+                "it: the gap from the cut to the GET; more than 50 ms early or over twice "
+                "the delay FAILs, over 200 ms late is a WARNING (as the suite grades it); no "
+                "GET, no instance"
+            ),
+            soft="soft",
         ),
         Rule(
             "client-sse-graceful-reconnect",
             "2025-11-25",
-            "Transport: Resumability and Redelivery (polling)",
-            "MUST",
+            "Transport: Sending Messages to the Server (polling)",
+            Level.SHOULD,
             "when the server closes a POST's stream (event ids, no answer yet), reconnect "
             "with GET to receive the answer",
             f"""
@@ -238,12 +389,18 @@ SELECT src, client, next_id IS NOT NULL AS ok, id, ts,
     ELSE 'GET #' || next_id || ' after ' || (next_t0 - t1) || ' ms' END AS evidence
 FROM ({cut_next}) WHERE m AND (NOT final OR resumed) AND how IN ('complete', 'eof')
   AND id IN (SELECT id FROM r WHERE kind = 'request')""",
+            url=_spec("2025-11-25", "transports", "sending-messages-to-the-server"),
+            quote=POLL,
+            evidence=(
+                "a POST's stream with event ids that the server closed cleanly before the "
+                "answer, and a GET of the session after it (or none before the session ended)"
+            ),
         ),
         Rule(
-            "client-sse-reconnect-after-cut",
+            "mcp-layers/sse-reconnect-after-cut",
             "2025-11-25",
             "Transport: Listening for Messages from the Server; Resumability (polling)",
-            "SHOULD",
+            Level.SHOULD,
             "when the server or a middlebox ends its GET stream while the session goes on, "
             "open it again with GET",
             f"""
@@ -265,12 +422,18 @@ WHERE c.m AND c.kind = 'stream' AND c.status BETWEEN 200 AND 299 AND NOT c.shutd
     SELECT 1 FROM r e WHERE e.src = c.src AND e.session = c.session
       AND e.kind = 'session_end' AND e.t0 <= c.tcut
         + greatest({RECONNECT_GRACE_MS}, coalesce(c.retryMs, 0) * {VERY_LATE_FACTOR}))""",
+            url=_spec("2025-11-25", "transports", "listening-for-messages-from-the-server"),
+            quote=POLL_GET,
+            evidence=(
+                "a GET stream the server or a middlebox ended while the session went on, and "
+                "the session's next GET (or none)"
+            ),
         ),
         Rule(
-            "client-retry-after-honored",
-            "2025-03-26",
-            "Transport (HTTP semantics, RFC 9110 §10.2.3 Retry-After)",
-            "SHOULD",
+            "mcp-layers/retry-after-honored",
+            "RFC 9110",
+            "§10.2.3 Retry-After (HTTP semantics, under every MCP version's HTTP transport)",
+            Level.SHOULD,
             "after a 429/503 with `Retry-After`, wait at least that long before retrying",
             f"""
 SELECT r.src, r.cl AS client, r.retryAfterHonored AS ok, r.id, r.ts,
@@ -279,12 +442,19 @@ SELECT r.src, r.cl AS client, r.retryAfterHonored AS ok, r.id, r.ts,
     || coalesce(CAST(p.retryAfterMs AS VARCHAR) || ' ms', '?') AS evidence
 FROM r LEFT JOIN r p ON p.src = r.src AND p.id = r.retryOf
 WHERE r.m AND r.retryAfterHonored IS NOT NULL""",
+            url="https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3",
+            quote=RETRY_AFTER,
+            evidence=(
+                "a retry by the client's transport (`retryOrigin` `resend`, or a `reinit` "
+                "with the same JSON-RPC id) of a 429/503 with `Retry-After`, and its delay; a "
+                "re-issued `tools/call` may be the model's decision and is undecidable"
+            ),
         ),
         Rule(
-            "client-protocol-version-header",
+            "mcp-layers/protocol-version-header",
             "2025-06-18",
             "Transport: Protocol Version Header",
-            "MUST",
+            Level.MUST,
             "send `MCP-Protocol-Version` on every request after initialisation",
             f"""
 SELECT src, cl AS client, list_contains(requestHeaders, 'mcp-protocol-version') AS ok, id, ts,
@@ -296,12 +466,18 @@ WHERE m AND requestHeaders IS NOT NULL AND pv >= '2025-06-18'
   AND coalesce(method, '') <> 'initialize'
   AND (kind IN ('request', 'notification', 'response', 'stream')
        OR (kind = 'session_end' AND len(requestHeaders) > 0))""",
+            url=_spec("2025-06-18", "transports", "protocol-version-header"),
+            quote=VERSION_HEADER,
+            evidence=(
+                "each request, notification, response, GET and DELETE after `initialize` "
+                "under 2025-06-18 or later whose `requestHeaders` were recorded"
+            ),
         ),
         Rule(
-            "client-accept-json-and-sse",
+            "mcp-layers/accept-json-and-sse",
             "2025-03-26",
             "Transport: Sending Messages to the Server",
-            "MUST",
+            Level.MUST,
             "a POST's `Accept` lists both `application/json` and `text/event-stream`",
             f"""
 SELECT src, cl AS client,
@@ -313,12 +489,15 @@ SELECT src, cl AS client,
 FROM r
 WHERE m AND requestHeaders IS NOT NULL AND pv >= '2025-03-26'
   AND kind IN ('request', 'notification', 'response')""",
+            url=_spec("2025-03-26", "transports", "sending-messages-to-the-server"),
+            quote=ACCEPT_POST,
+            evidence="each POST whose `requestHeaders` were recorded, and its `accept`",
         ),
         Rule(
-            "client-get-accept-sse",
+            "mcp-layers/get-accept-sse",
             "2025-03-26",
             "Transport: Listening for Messages from the Server",
-            "MUST",
+            Level.MUST,
             "a GET stream's `Accept` lists `text/event-stream`",
             f"""
 SELECT src, cl AS client, list_contains(accept, 'text/event-stream') AS ok, id, ts,
@@ -326,12 +505,15 @@ SELECT src, cl AS client, list_contains(accept, 'text/event-stream') AS ok, id, 
     CASE WHEN len(accept) = 0 THEN '(none)' ELSE array_to_string(accept, ', ') END
     AS evidence
 FROM r WHERE m AND kind = 'stream' AND requestHeaders IS NOT NULL AND pv >= '2025-03-26'""",
+            url=_spec("2025-03-26", "transports", "listening-for-messages-from-the-server"),
+            quote=ACCEPT_GET,
+            evidence="each GET whose `requestHeaders` were recorded, and its `accept`",
         ),
         Rule(
-            "client-get-405-not-fatal",
+            "mcp-layers/get-405-not-fatal",
             "2025-03-26",
             "Transport: Listening for Messages from the Server",
-            "MUST",
+            Level.SHOULD,
             "a 405 on the GET stream means no stream is offered: carry on with POSTs",
             f"""
 SELECT g.src, g.cl AS client, n.id IS NOT NULL AS ok, g.id, g.ts,
@@ -343,12 +525,15 @@ FROM r g LEFT JOIN LATERAL (
   WHERE n.src = g.src AND n.session = g.session AND n.seq > g.seq AND n.kind = 'request'
   ORDER BY n.seq LIMIT 1) n ON TRUE
 WHERE g.m AND g.kind = 'stream' AND g.status = 405""",
+            url=_spec("2025-03-26", "transports", "listening-for-messages-from-the-server"),
+            quote=GET_405,
+            evidence="a GET answered 405, and a request of the session after it (or none)",
         ),
         Rule(
-            "client-initialized-notification",
+            "mcp-layers/initialized-notification",
             "2024-11-05",
             "Lifecycle: Initialization",
-            "MUST",
+            Level.MUST,
             "after a successful `initialize`, send `notifications/initialized`",
             f"""
 SELECT i.src, i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
@@ -362,12 +547,18 @@ FROM r i LEFT JOIN LATERAL (
   ORDER BY n.seq LIMIT 1) n ON TRUE
 WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SUCCESS'
   AND coalesce(i.pv, '') NOT LIKE '2026%'""",
+            url=_spec("2024-11-05", "lifecycle", "initialization"),
+            quote=INITIALIZED,
+            evidence=(
+                "a successful `initialize`, and `notifications/initialized` in its session "
+                "after it (or none)"
+            ),
         ),
         Rule(
-            "client-request-ids-unique",
+            "mcp-layers/request-ids-unique",
             "2024-11-05",
             "Basic: Requests",
-            "MUST",
+            Level.MUST,
             "a request id is not reused within a session (a resend of the same request aside)",
             """
 SELECT src, any_value(cl) AS client, max(n) = 1 AS ok, min(first_id) AS id, min(first_ts) AS ts,
@@ -382,12 +573,17 @@ FROM (
     AND coalesce(retryOrigin, 'none') <> 'resend'
   GROUP BY src, session, CAST(jsonrpc.id AS VARCHAR))
 GROUP BY src, session""",
+            url=_spec("2024-11-05", "messages", "requests"),
+            quote=IDS_UNIQUE,
+            evidence=(
+                "the JSON-RPC ids of the requests of one session the server issued (resends aside)"
+            ),
         ),
         Rule(
-            "client-session-delete",
+            "mcp-layers/session-delete",
             "2025-03-26",
             "Transport: Session Management",
-            "SHOULD",
+            Level.SHOULD,
             "end a session it no longer needs with HTTP DELETE",
             f"""
 SELECT e.src, e.cl AS client,
@@ -401,6 +597,13 @@ WHERE e.m AND e.kind = 'session_end' AND e.session LIKE 's-%'
   AND (e.endReason IS NOT NULL OR NOT EXISTS (
     SELECT 1 FROM r d WHERE d.src = e.src AND d.session = e.session
       AND d.kind = 'session_end' AND d.endReason IS NOT NULL))""",
+            url=_spec("2025-03-26", "transports", "session-management"),
+            quote=DELETE,
+            evidence=(
+                "a DELETE the client sent (whatever its status), or a session whose client "
+                "was done with it (it closed its connections, or carried on in another "
+                "session) and ended without one"
+            ),
         ),
     )
 
@@ -419,20 +622,21 @@ ABOUT_INCIDENTS: Final = frozenset(
         "client-sse-last-event-id",
         "client-sse-retry-timing",
         "client-sse-graceful-reconnect",
-        "client-sse-reconnect-after-cut",
-        "client-session-renegotiate-on-404",
-        "client-session-continues-after-renegotiation",
-        "client-retry-after-honored",
-        "client-get-405-not-fatal",
+        "mcp-layers/sse-reconnect-after-cut",
+        "mcp-layers/session-renegotiate-on-404",
+        "mcp-layers/session-continues-after-renegotiation",
+        "mcp-layers/retry-after-honored",
+        "mcp-layers/get-405-not-fatal",
     }
 )
 
 
 def rule_sql(rule: Rule, filters: Filters) -> str:
-    """One rule's instances: client, ok, id, ts, evidence, in input order."""
+    """One rule's instances: client, ok, src, id, evidence, soft, in input order."""
     return (
-        f"WITH {base(filters)}\nSELECT client, ok, src, id, evidence FROM ({rule.sql})\n"
-        "ORDER BY ts, id"
+        f"WITH {base(filters)}\n"
+        f"SELECT client, ok, src, id, evidence, {rule.soft} AS soft FROM ({rule.sql})\n"
+        "ORDER BY ts, src, id"
     )
 
 
@@ -442,58 +646,92 @@ SELECT DISTINCT cl FROM r WHERE m AND kind IN ('request', 'notification', 'strea
 ORDER BY cl"""
 
 
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One time a client was in the situation a rule is about."""
+
+    rule: str
+    client: str
+    #: TRUE did the right thing, FALSE did not, None the recording cannot tell.
+    ok: bool | None
+    evidence: str
+    #: A failure that misses only the softer part of its rule (a WARNING under a MUST).
+    soft: bool = False
+
+
 @dataclass(slots=True)
 class Tally:
     """One client's instances of one rule."""
 
+    level: Level
     passed: list[str] = field(default_factory=list)
+    #: Instances that broke a MUST.
     failed: list[str] = field(default_factory=list)
-    undecided: int = 0
+    #: Instances that missed a SHOULD (or a MUST rule's softer part).
+    missed: list[str] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+
+    def add(self, found: Instance) -> None:
+        if found.ok is None:
+            self.undecided.append(found.evidence)
+        elif found.ok:
+            self.passed.append(found.evidence)
+        elif self.level == Level.MUST and not found.soft:
+            self.failed.append(found.evidence)
+        else:
+            self.missed.append(found.evidence)
 
     @property
     def verdict(self) -> Verdict:
         if self.failed:
             return Verdict.FAIL
-        return Verdict.PASS if self.passed else Verdict.NOT_EXERCISED
+        if self.missed:
+            return Verdict.WARNING
+        if self.passed:
+            return Verdict.PASS
+        return Verdict.UNDECIDABLE if self.undecided else Verdict.NOT_EXERCISED
 
     def evidence(self) -> str:
-        shown = self.failed if self.failed else self.passed
-        total = len(self.passed) + len(self.failed)
+        """The instances behind the verdict: the failures first, else the passes, else the
+        undecided ones (each says why it could not be decided)."""
+        bad = self.failed + self.missed
+        shown = bad or self.passed or self.undecided
+        decided = len(self.passed) + len(bad)
         parts = shown[:MAX_EVIDENCE]
         if len(shown) > MAX_EVIDENCE:
             parts.append(f"… {len(shown) - MAX_EVIDENCE} more")
-        if total > 1:
-            parts.insert(
-                0, f"{len(self.failed)} of {total} failed" if self.failed else f"{total} ok"
-            )
-        if self.undecided:
-            parts.append(f"{self.undecided} not decidable from this recording")
+        if decided > 1:
+            parts.insert(0, f"{len(bad)} of {decided} failed" if bad else f"{decided} ok")
+        if self.undecided and shown is not self.undecided:
+            parts.append(f"{len(self.undecided)} not decidable from this recording")
         return "; ".join(parts)
 
 
-def judge(
-    clients: Sequence[str], instances: dict[str, list[tuple[str, bool | None, str]]]
-) -> list[list[str | None]]:
-    """The table: a row per client and rule, from each rule's (client, ok, evidence)."""
+def combine(verdicts: Iterable[Verdict]) -> Verdict:
+    """The verdict of several recordings read together, from each one's verdict: the
+    worst of them, where an undecided instance outweighs none."""
+    worst = (Verdict.FAIL, Verdict.WARNING, Verdict.PASS, Verdict.UNDECIDABLE)
+    found = set(verdicts)
+    return next((v for v in worst if v in found), Verdict.NOT_EXERCISED)
+
+
+def judge(clients: Sequence[str], instances: Sequence[Instance]) -> list[list[str | None]]:
+    """The table: a row per client and rule."""
+    tallies = {(c, rule.id): Tally(rule.level) for c in clients for rule in RULES}
+    for found in instances:
+        tally = tallies.get((found.client, found.rule))
+        if tally is not None:
+            tally.add(found)
     rows: list[list[str | None]] = []
     for client in clients:
         for rule in RULES:
-            tally = Tally()
-            for who, ok, evidence in instances.get(rule.id, ()):
-                if who != client:
-                    continue
-                if ok is None:
-                    tally.undecided += 1
-                elif ok:
-                    tally.passed.append(evidence)
-                else:
-                    tally.failed.append(evidence)
+            tally = tallies[client, rule.id]
             rows.append(
                 [
                     client,
                     rule.id,
                     tally.verdict.value,
-                    rule.level,
+                    rule.level.value,
                     f"{rule.spec} {rule.section}",
                     tally.evidence() or None,
                 ]
@@ -501,18 +739,23 @@ def judge(
     return rows
 
 
-def verdict_rows(engine: Engine, filters: Filters) -> list[list[str | None]]:
-    clients = [row[0] for row in engine.rows(clients_sql(filters))]
+def instances(engine: Engine, filters: Filters) -> list[Instance]:
+    """Every rule's instances, in rule order."""
     # What the client did after each failure or cut stream: a failed instance about one
     # says so (a stall, a request left in flight) instead of leaving the silence unsaid.
     then = {(a.src, a.id): forensics.phrase(a) for a in forensics.aftermaths(engine, base(filters))}
-    instances: dict[str, list[tuple[str, bool | None, str]]] = {}
+    found: list[Instance] = []
     for rule in RULES:
-        found = []
-        for client, ok, src, record_id, evidence in engine.rows(rule_sql(rule, filters)):
+        for client, ok, src, record_id, evidence, soft in engine.rows(rule_sql(rule, filters)):
+            # Every instance names its record, even where a rule's phrase came out NULL.
+            said = evidence or f"#{record_id}"
             aftermath = then.get((src, record_id)) if rule.id in ABOUT_INCIDENTS else None
             if ok is False and aftermath is not None:
-                evidence = f"{evidence} ({aftermath})"
-            found.append((client, ok, evidence))
-        instances[rule.id] = found
-    return judge(clients, instances)
+                said = f"{said} ({aftermath})"
+            found.append(Instance(rule.id, client, ok, said, bool(soft)))
+    return found
+
+
+def verdict_rows(engine: Engine, filters: Filters) -> list[list[str | None]]:
+    clients = [row[0] for row in engine.rows(clients_sql(filters))]
+    return judge(clients, instances(engine, filters))

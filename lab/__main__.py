@@ -120,7 +120,8 @@ def _verdicts(out_dir: Path, env: dict[str, str], date: str | None) -> str | Non
     except (OSError, subprocess.TimeoutExpired) as exc:
         print(f"mcp-layers verdicts failed: {exc}", file=sys.stderr)
         return None
-    if done.returncode not in (0, 1) or not done.stdout.strip():
+    # 0: no client FAILed; 3 (VERDICT_FAILED): one did, the table is written either way.
+    if done.returncode not in (0, 3) or not done.stdout.strip():
         print(f"mcp-layers verdicts: exit {done.returncode}\n{done.stderr}", file=sys.stderr)
         return None
     as_json = subprocess.run(
@@ -132,8 +133,9 @@ def _verdicts(out_dir: Path, env: dict[str, str], date: str | None) -> str | Non
         "# Spec verdicts per client\n\n"
         f"Run {date or '(undated)'}; {setup}.\n\n"
         "Each client of the lab against every fault of the matrix (lab/MATRIX.md), judged by "
-        "`mcp-layers verdicts` from the traffic it actually sent: `PASS`, `FAIL` or "
-        "`NOT_EXERCISED` per requirement, with the rule (spec version, section, MUST/SHOULD) "
+        "`mcp-layers verdicts` from the traffic it actually sent: `PASS`, `FAIL` (a MUST "
+        "broken), `WARNING` (a SHOULD missed), `UNDECIDABLE` or `NOT_EXERCISED` per "
+        "requirement, with the rule (spec version, section, MUST/SHOULD) "
         "and the evidence (record ids and times in that run's recording). The rules are in "
         "docs/cli.md (`verdicts`); what each middlebox fault expects is in docs/faults.md.\n\n"
         + verdict_pivot(rows)

@@ -94,16 +94,22 @@ def verdict_of(book: Book, tmp_path: Path, check: str) -> tuple[str, str | None]
 def test_every_rule_has_its_metadata_and_conformance_ids_are_spelt_exactly() -> None:
     ids = {r.id for r in RULES}
     assert len(ids) == len(RULES)
-    for wanted in (
+    shared = {
         "client-sse-last-event-id",
         "client-sse-retry-timing",
         "client-sse-graceful-reconnect",
-        "client-session-renegotiate-on-404",
-        "client-session-continues-after-renegotiation",
-    ):
-        assert wanted in ids
+    }
+    assert {r.id for r in RULES if r.namespace == "conformance"} == shared
     for rule in RULES:
-        assert rule.level in ("MUST", "SHOULD") and rule.spec[:2] == "20" and rule.section
+        assert rule.level in ("MUST", "SHOULD") and rule.section and rule.quote
+        assert rule.url.startswith("https://")
+        if rule.namespace == "mcp-layers":
+            assert rule.id.startswith("mcp-layers/")
+        # The level is the one the quoted sentence says (a rule citing a server's MUST
+        # grades what the client may infer from it: SHOULD).
+        assert f"**{rule.level}" in rule.quote or rule.level == "SHOULD"
+        if rule.url.startswith("https://modelcontextprotocol.io/specification/"):
+            assert f"/specification/{rule.spec}/" in rule.url
 
 
 def test_a_well_behaved_session_passes_and_the_rest_is_not_exercised(tmp_path: Path) -> None:
@@ -111,44 +117,44 @@ def test_a_well_behaved_session_passes_and_the_rest_is_not_exercised(tmp_path: P
     assert code == 0
     passed = {c for c, r in rows.items() if r["verdict"] == "PASS"}
     assert passed == {
-        "client-initialized-notification",
-        "client-request-ids-unique",
-        "client-session-delete",
-        "client-protocol-version-header",
-        "client-accept-json-and-sse",
+        "mcp-layers/initialized-notification",
+        "mcp-layers/request-ids-unique",
+        "mcp-layers/session-delete",
+        "mcp-layers/protocol-version-header",
+        "mcp-layers/accept-json-and-sse",
     }
     assert {rows[c]["verdict"] for c in rows.keys() - passed} == {"NOT_EXERCISED"}
-    assert rows["client-session-delete"]["level"] == "SHOULD"
+    assert rows["mcp-layers/session-delete"]["level"] == "SHOULD"
 
 
-def test_no_initialized_no_delete_reused_id_fail_and_exit_1(tmp_path: Path) -> None:
+def test_no_initialized_no_delete_reused_id_fail_and_exit_3(tmp_path: Path) -> None:
     book = Book()
     book.request(0, "initialize", 0)
     book.request(0.2, "tools/list", 1)
     book.request(0.3, "tools/call", 1)
     book.add("session_end", 2, endReason="shutdown")
     code, rows = verdicts(book, tmp_path)
-    assert code == 1
-    assert rows["client-initialized-notification"]["verdict"] == "FAIL"
-    assert rows["client-session-delete"]["verdict"] == "FAIL"
-    ids = rows["client-request-ids-unique"]
+    assert code == 3
+    assert rows["mcp-layers/initialized-notification"]["verdict"] == "FAIL"
+    assert rows["mcp-layers/session-delete"]["verdict"] == "WARNING"
+    ids = rows["mcp-layers/request-ids-unique"]
     assert ids["verdict"] == "FAIL" and "#2, #3" in ids["evidence"]
 
 
 def test_a_resend_with_the_same_id_is_not_a_reused_id(tmp_path: Path) -> None:
     book = Book().opened()
     book.request(0.3, "tools/call", 1, retryOrigin="resend", retryOf=3)
-    assert verdict_of(book, tmp_path, "client-request-ids-unique")[0] == "PASS"
+    assert verdict_of(book, tmp_path, "mcp-layers/request-ids-unique")[0] == "PASS"
 
 
 def test_protocol_version_header_and_accept(tmp_path: Path) -> None:
     book = Book().opened()
     book.request(0.3, "tools/call", 2, requestHeaders=["mcp-session-id"], accept=["*/*"])
     _, rows = verdicts(book, tmp_path)
-    header = rows["client-protocol-version-header"]
+    header = rows["mcp-layers/protocol-version-header"]
     assert header["verdict"] == "FAIL" and "#4" in header["evidence"]
-    assert rows["client-accept-json-and-sse"]["verdict"] == "FAIL"
-    assert "Accept: */*" in rows["client-accept-json-and-sse"]["evidence"]
+    assert rows["mcp-layers/accept-json-and-sse"]["verdict"] == "FAIL"
+    assert "Accept: */*" in rows["mcp-layers/accept-json-and-sse"]["evidence"]
 
 
 def test_older_recordings_without_header_fields_are_not_exercised(tmp_path: Path) -> None:
@@ -156,15 +162,15 @@ def test_older_recordings_without_header_fields_are_not_exercised(tmp_path: Path
     for r in book.records:
         del r["requestHeaders"], r["accept"]
     _, rows = verdicts(book, tmp_path)
-    assert rows["client-protocol-version-header"]["verdict"] == "NOT_EXERCISED"
-    assert rows["client-accept-json-and-sse"]["verdict"] == "NOT_EXERCISED"
+    assert rows["mcp-layers/protocol-version-header"]["verdict"] == "NOT_EXERCISED"
+    assert rows["mcp-layers/accept-json-and-sse"]["verdict"] == "NOT_EXERCISED"
 
 
 def test_before_2025_06_18_the_header_is_not_required(tmp_path: Path) -> None:
     book = Book()
     book.request(0, "initialize", 0, protocolVersion="2025-03-26")
     book.request(0.2, "tools/list", 1, protocolVersion="2025-03-26", requestHeaders=["accept"])
-    assert verdict_of(book, tmp_path, "client-protocol-version-header")[0] == "NOT_EXERCISED"
+    assert verdict_of(book, tmp_path, "mcp-layers/protocol-version-header")[0] == "NOT_EXERCISED"
 
 
 def lost_session(book: Book, *, reinit: bool, carry_on: bool, old_id: bool = False) -> Book:
@@ -190,7 +196,7 @@ def lost_session(book: Book, *, reinit: bool, carry_on: bool, old_id: bool = Fal
     ("reinit", "carry_on", "old_id", "renegotiate", "continues"),
     [
         (True, True, False, "PASS", "PASS"),
-        (True, False, False, "PASS", "FAIL"),
+        (True, False, False, "PASS", "WARNING"),
         (False, False, False, "FAIL", "NOT_EXERCISED"),
         (True, True, True, "FAIL", "PASS"),
     ],
@@ -200,13 +206,13 @@ def test_404_renegotiation(
 ) -> None:
     book = lost_session(Book(), reinit=reinit, carry_on=carry_on, old_id=old_id)
     _, rows = verdicts(book, tmp_path)
-    assert rows["client-session-renegotiate-on-404"]["verdict"] == renegotiate
-    assert rows["client-session-continues-after-renegotiation"]["verdict"] == continues
+    assert rows["mcp-layers/session-renegotiate-on-404"]["verdict"] == renegotiate
+    assert rows["mcp-layers/session-continues-after-renegotiation"]["verdict"] == continues
 
 
 def test_404_rules_not_exercised_without_a_404(tmp_path: Path) -> None:
     _, rows = verdicts(Book().opened(), tmp_path)
-    assert rows["client-session-renegotiate-on-404"]["verdict"] == "NOT_EXERCISED"
+    assert rows["mcp-layers/session-renegotiate-on-404"]["verdict"] == "NOT_EXERCISED"
 
 
 def cut_stream(book: Book, *, end: str, retry_ms: int | None) -> Book:
@@ -244,11 +250,12 @@ def get(book: Book, at_s: float, *, last_event_id: bool) -> None:
 @pytest.mark.parametrize(
     ("gap_s", "last_event_id", "lei", "timing", "graceful"),
     [
-        (1.0, True, "PASS", "PASS", "PASS"),  # waited 900 ms of 500
+        (0.6, True, "PASS", "PASS", "PASS"),  # waited 500 ms of 500
         (0.15, True, "PASS", "FAIL", "PASS"),  # 50 ms after the cut: too soon
         (1.2, True, "PASS", "FAIL", "PASS"),  # 1.1 s for a retry of 500 ms: its own backoff
-        (1.0, False, "FAIL", "PASS", "PASS"),
-        (None, False, "NOT_EXERCISED", "NOT_EXERCISED", "FAIL"),  # never came back
+        (0.6, False, "WARNING", "PASS", "PASS"),  # a SHOULD missed
+        (0.9, True, "PASS", "WARNING", "PASS"),  # 800 ms of 500: late, within twice
+        (None, False, "NOT_EXERCISED", "NOT_EXERCISED", "WARNING"),  # never came back
     ],
 )
 def test_resumption_rules(
@@ -312,8 +319,8 @@ def standby(
         ("error", IDLE_CUT, 1.0, "PASS"),  # cut by the proxy, GET again 1 s later
         ("eof", None, 1.0, "PASS"),  # the server closed it
         ("complete", None, 0.5, "PASS"),  # ended cleanly (a graceful close)
-        ("error", IDLE_CUT, None, "FAIL"),  # never reopened while the session went on
-        ("eof", None, None, "FAIL"),
+        ("error", IDLE_CUT, None, "WARNING"),  # never reopened while the session went on
+        ("eof", None, None, "WARNING"),
         ("error", None, None, "NOT_EXERCISED"),  # unmarked: maybe the client hung up itself
     ],
 )
@@ -330,7 +337,7 @@ def test_reconnect_after_a_cut_get_stream(
         standby(book, 3.3 + reopened_after_s, end="error", duration_s=1)
     book.request(9, "tools/call", 2)
     book.deleted(10)
-    state, evidence = verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")
+    state, evidence = verdict_of(book, tmp_path, "mcp-layers/sse-reconnect-after-cut")
     assert state == verdict, evidence
     if verdict == "PASS":
         gap = round(reopened_after_s * 1000)  # type: ignore[operator]
@@ -340,7 +347,7 @@ def test_reconnect_after_a_cut_get_stream(
             "GET stream #4 at 12:00:00.300 cut by the proxy (middlebox.idle_cut) after "
             "3000 ms" in (evidence or "")
         )
-    if verdict == "FAIL":
+    if verdict == "WARNING":
         assert "no GET followed" in (evidence or "")
     # Without event ids there is nothing to resume: the resumption rules stay out of it.
     assert verdict_of(book, tmp_path, "client-sse-last-event-id")[0] == "NOT_EXERCISED"
@@ -350,12 +357,12 @@ def test_a_get_stream_cut_as_the_client_leaves_needs_no_reconnect(tmp_path: Path
     book = Book().opened()
     standby(book, 0.3, end="eof")  # the server closed it at 3.3 s: the DELETE came 1 s later
     book.deleted(4.3)
-    assert verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")[0] == "NOT_EXERCISED"
+    assert verdict_of(book, tmp_path, "mcp-layers/sse-reconnect-after-cut")[0] == "NOT_EXERCISED"
     # The proxy stopping mid-stream is no cut either.
     book = Book().opened()
     standby(book, 0.3, end="error", injected=IDLE_CUT)["notes"] = ["proxy_shutdown"]
     book.request(9, "tools/call", 2)
-    assert verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")[0] == "NOT_EXERCISED"
+    assert verdict_of(book, tmp_path, "mcp-layers/sse-reconnect-after-cut")[0] == "NOT_EXERCISED"
 
 
 def test_a_get_stream_reopened_with_last_event_id_says_so(tmp_path: Path) -> None:
@@ -363,11 +370,11 @@ def test_a_get_stream_reopened_with_last_event_id_says_so(tmp_path: Path) -> Non
     standby(book, 0.3, end="complete", injected=IDLE_CUT)
     standby(book, 4.3, end="error", last_event_id=True)
     book.request(9, "tools/call", 2)
-    state, evidence = verdict_of(book, tmp_path, "client-sse-reconnect-after-cut")
+    state, evidence = verdict_of(book, tmp_path, "mcp-layers/sse-reconnect-after-cut")
     assert state == "PASS" and "GET #5 after 1000 ms with Last-Event-ID" in (evidence or "")
 
 
-@pytest.mark.parametrize(("honored", "verdict"), [(True, "PASS"), (False, "FAIL"), (None, None)])
+@pytest.mark.parametrize(("honored", "verdict"), [(True, "PASS"), (False, "WARNING"), (None, None)])
 def test_retry_after(tmp_path: Path, honored: bool | None, verdict: str | None) -> None:
     book = Book().opened()
     book.request(1, "tools/call", 2, httpStatuses=[429], outcome="HTTP_ERROR", retryAfterMs=2000)
@@ -382,13 +389,13 @@ def test_retry_after(tmp_path: Path, honored: bool | None, verdict: str | None) 
             retryAfterHonored=honored,
             httpStatuses=[429, 200],
         )
-    state, evidence = verdict_of(book, tmp_path, "client-retry-after-honored")
+    state, evidence = verdict_of(book, tmp_path, "mcp-layers/retry-after-honored")
     assert state == (verdict or "NOT_EXERCISED")
     if verdict:
         assert "asked 2000 ms" in (evidence or "")
 
 
-@pytest.mark.parametrize(("posts_after", "verdict"), [(True, "PASS"), (False, "FAIL")])
+@pytest.mark.parametrize(("posts_after", "verdict"), [(True, "PASS"), (False, "WARNING")])
 def test_get_405(tmp_path: Path, posts_after: bool, verdict: str) -> None:
     book = Book()
     book.request(0, "initialize", 0)
@@ -397,8 +404,8 @@ def test_get_405(tmp_path: Path, posts_after: bool, verdict: str) -> None:
     if posts_after:
         book.request(0.3, "tools/list", 1)
     _, rows = verdicts(book, tmp_path)
-    assert rows["client-get-405-not-fatal"]["verdict"] == verdict
-    assert rows["client-get-accept-sse"]["verdict"] == "PASS"
+    assert rows["mcp-layers/get-405-not-fatal"]["verdict"] == verdict
+    assert rows["mcp-layers/get-accept-sse"]["verdict"] == "PASS"
 
 
 def test_each_client_is_judged_on_its_own(tmp_path: Path) -> None:
@@ -408,9 +415,9 @@ def test_each_client_is_judged_on_its_own(tmp_path: Path) -> None:
     rows = json.loads(result.stdout)
     other = {r["check"]: r["verdict"] for r in rows if r["client"] == "other@2"}
     mine = {r["check"]: r["verdict"] for r in rows if r["client"] == CLIENT}
-    assert other["client-initialized-notification"] == "FAIL"
-    assert mine["client-initialized-notification"] == "PASS"
-    assert result.exit_code == 1
+    assert other["mcp-layers/initialized-notification"] == "FAIL"
+    assert mine["mcp-layers/initialized-notification"] == "PASS"
+    assert result.exit_code == 3
 
 
 def test_client_filter(tmp_path: Path) -> None:
@@ -429,29 +436,30 @@ def test_real_agent_recordings(path: Path) -> None:
     """The committed agent recordings (written before the header fields existed)."""
     result = invoke("verdicts", path, "--format", "json")
     rows = json.loads(result.stdout)
-    assert rows and result.exit_code in (0, 1)
+    assert rows and result.exit_code in (0, 3)
     (client,) = {r["client"] for r in rows}
     got = {r["check"]: r["verdict"] for r in rows}
     records = [json.loads(line) for line in path.read_text().splitlines()]
     if any(r["method"] == "initialize" for r in records):
-        assert got["client-initialized-notification"] == "PASS", client
-        assert got["client-request-ids-unique"] == "PASS"
+        assert got["mcp-layers/initialized-notification"] == "PASS", client
+        assert got["mcp-layers/request-ids-unique"] == "PASS"
     else:  # a stateless 2026-07-28 client: no initialize, no session to judge
-        assert got["client-initialized-notification"] == "NOT_EXERCISED", client
-        assert got["client-request-ids-unique"] == "NOT_EXERCISED"
-    assert got["client-protocol-version-header"] == "NOT_EXERCISED"  # no requestHeaders yet
-    assert result.exit_code == (1 if "FAIL" in got.values() else 0)
+        assert got["mcp-layers/initialized-notification"] == "NOT_EXERCISED", client
+        assert got["mcp-layers/request-ids-unique"] == "NOT_EXERCISED"
+    assert got["mcp-layers/protocol-version-header"] == "NOT_EXERCISED"  # no requestHeaders yet
+    assert result.exit_code == (3 if "FAIL" in got.values() else 0)
     if "session_404" in path.stem and any(r["kind"] == "session_end" for r in records):
-        assert got["client-session-renegotiate-on-404"] == "PASS"
-        assert got["client-session-continues-after-renegotiation"] == "PASS"
+        assert got["mcp-layers/session-renegotiate-on-404"] == "PASS"
+        assert got["mcp-layers/session-continues-after-renegotiation"] == "PASS"
     if "429" in path.stem:  # Claude Code retried 45 ms after a Retry-After of 2 s
-        assert got["client-retry-after-honored"] == "FAIL"
+        assert got["mcp-layers/retry-after-honored"] == "WARNING"
 
 
 def test_every_rule_is_documented() -> None:
     doc = (FIXTURES.parents[2] / "docs" / "cli.md").read_text()
     for rule in RULES:
-        assert f"| `{rule.id}` | {rule.level} |" in doc
+        assert f"| `{rule.id}` | {rule.namespace} | {rule.level} | [{rule.spec} " in doc
+        assert rule.quote in doc and rule.url in doc
 
 
 def test_a_silent_client_after_a_cut_is_named_a_stall(tmp_path: Path) -> None:
@@ -459,7 +467,7 @@ def test_a_silent_client_after_a_cut_is_named_a_stall(tmp_path: Path) -> None:
     book = cut_stream(Book(), end="eof", retry_ms=500)
     book.add("session_end", 119.1, endReason="idle", durationMs=0.0)
     state, evidence = verdict_of(book, tmp_path, "client-sse-graceful-reconnect")
-    assert state == "FAIL"
+    assert state == "WARNING"
     assert "stall: no request for 118 s after STREAM_INCOMPLETE" in (evidence or "")
     assert "until the session ended (idle)" in (evidence or "")
 

@@ -99,12 +99,12 @@ def test_get_405_the_client_carries_on_with_posts(
         )
         assert "text/event-stream" in s["accept"] and "mcp-session-id" in s["requestHeaders"]
     got = verdicts_of(done.records, tmp_path)
-    assert got["client-get-405-not-fatal"]["verdict"] == "PASS", got
-    assert got["client-get-accept-sse"]["verdict"] == "PASS"
+    assert got["mcp-layers/get-405-not-fatal"]["verdict"] == "PASS", got
+    assert got["mcp-layers/get-accept-sse"]["verdict"] == "PASS"
     # The SDK sends the header after initialisation and lists both types on every POST.
-    assert got["client-protocol-version-header"]["verdict"] == "PASS"
-    assert got["client-accept-json-and-sse"]["verdict"] == "PASS"
-    assert got["client-initialized-notification"]["verdict"] == "PASS"
+    assert got["mcp-layers/protocol-version-header"]["verdict"] == "PASS"
+    assert got["mcp-layers/accept-json-and-sse"]["verdict"] == "PASS"
+    assert got["mcp-layers/initialized-notification"]["verdict"] == "PASS"
 
 
 @pytest.mark.parametrize(
@@ -142,7 +142,7 @@ def test_retry_after_presets_as_seconds_and_as_a_date(
     assert low_ms <= rec["retryAfterMs"] <= high_ms, rec
     got = verdicts_of(done.records, tmp_path)
     # SDK 2.3.0 retries nothing by itself: its second call is a new call, not a retry.
-    assert got["client-retry-after-honored"]["verdict"] == "NOT_EXERCISED", got
+    assert got["mcp-layers/retry-after-honored"]["verdict"] == "NOT_EXERCISED", got
 
 
 def test_late_answer_the_client_gave_up_and_said_so(
@@ -264,7 +264,7 @@ def test_idle_cut_closes_the_standby_stream_and_the_python_sdk_gives_up_after_tw
     (gap,) = _gaps_ms(streams)
     assert 900 <= gap < 2000, gap
     got = verdicts_of(done.records, tmp_path)
-    check = got["client-sse-reconnect-after-cut"]
+    check = got["mcp-layers/sse-reconnect-after-cut"]
     assert check["verdict"] == "FAIL", check
     assert "1 of 2 failed" in check["evidence"] and "no GET followed" in check["evidence"]
     assert got["client-sse-last-event-id"]["verdict"] == "NOT_EXERCISED"
@@ -289,7 +289,7 @@ def test_graceful_close_of_the_standby_stream_and_the_python_sdk_reopens_it_each
     for gap in _gaps_ms(streams):
         assert 900 <= gap < 2000, gap  # its 1 s reconnection delay, each time
     got = verdicts_of(done.records, tmp_path)
-    check = got["client-sse-reconnect-after-cut"]
+    check = got["mcp-layers/sse-reconnect-after-cut"]
     assert check["verdict"] == "PASS", check
 
 
@@ -336,7 +336,7 @@ def test_the_ts_sdk_reopens_its_standby_stream_after_every_cut(
     following = streams[streams.index(cut[0]) :]
     for gap in _gaps_ms(following):
         assert 900 <= gap < 3000, (gap, done.failure_context())
-    check = verdicts_of(done.records, tmp_path, TS_CLIENT)["client-sse-reconnect-after-cut"]
+    check = verdicts_of(done.records, tmp_path, TS_CLIENT)["mcp-layers/sse-reconnect-after-cut"]
     assert check["verdict"] == "PASS", check
 
 

@@ -145,9 +145,9 @@ def test_matrix_markdown_and_rebuild(lab: tuple[Path, list[RunResult]]) -> None:
         return found.group(1) if found else None
 
     for client in CLIENTS:
-        assert verdict(RECORD_CLIENT[client], "client-initialized-notification") == "PASS"
+        assert verdict(RECORD_CLIENT[client], "mcp-layers/initialized-notification") == "PASS"
     # The SDKs do not re-initialise after a 404 (test_session_404_is_not_recovered_by_the_sdks).
-    assert verdict(RECORD_CLIENT["py-sdk"], "client-session-renegotiate-on-404") == "FAIL"
+    assert verdict(RECORD_CLIENT["py-sdk"], "mcp-layers/session-renegotiate-on-404") == "FAIL"
     # The same runs give the same matrix.
     assert lab_main(["--rebuild", str(out)]) == 0
     assert (out / "MATRIX.md").read_text() == text
