@@ -63,6 +63,9 @@ class StreamState:
     retry_ms: int | None = None  # the last `retry:` the stream sent
     ended_at: float | None = None  # when the stream itself ended
     answers: int = 0  # a GET stream: answers it delivered to requests of its session
+    #: The first error without an id on a POST's stream: it answers the requests no
+    #: answer named, once the stream has ended (`StreamReading.settle_unnamed`).
+    unnamed_error: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -9,18 +9,18 @@ request of the session, or waits as unclaimed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from . import limits
-from .classify import Outcome, Verdict, event_type_ok, violation
+from .classify import Outcome, Verdict, batch_allowed, event_type_ok, violation
 from .decode import event_value
 from .exchanges import Exchange, PendingRequest, StreamState
 from .jsonrpc import NOT_JSON, id_key, is_notification, is_request, is_response
 from .lifecycle import Cause
 from .notes import Note
 from .record import NoteCode
-from .records import record_of
 from .sse import EVENT_OVER_BUDGET, EVENT_OVER_CAP, SseAnomaly, SseEvent
 
 #: A server's SSE event type is kept in a note at most this long.
@@ -28,10 +28,37 @@ MAX_EVENT_TYPE_CHARS = 80
 
 if TYPE_CHECKING:
     from .exchanges import Parked
-    from .finished import FinishedRequest
+    from .finished import Finished, FinishedRequest
     from .sessions import Session, SessionBook
     from .settings import Settings
     from .waiting import WaitingRoom
+
+
+def is_unnamed_error(msg: dict[str, Any]) -> bool:
+    """An error with no id (or null): the server could not read the request's."""
+    return msg.get("id") is None and "error" in msg
+
+
+@dataclass(frozen=True, slots=True)
+class Carrier:
+    """How an answer travelled, which decides what a client makes of it: the stream
+    that carried it, the SSE event type a client skips it for (None: `message`), and
+    the array it came in (None: on its own)."""
+
+    stream: StreamState
+    hidden: Note | None = None
+    batch: list[Any] | None = None
+
+
+class Carried(dict[str, Any]):
+    """An answer a GET stream carried before its request was parked (the POST's 202
+    comes later): the message, as the waiting room keeps it, and its `Carrier`."""
+
+    __slots__ = ("carrier",)
+
+    def __init__(self, msg: dict[str, Any], carrier: Carrier) -> None:
+        super().__init__(msg)
+        self.carrier = carrier
 
 
 class StreamReading:
@@ -44,12 +71,11 @@ class StreamReading:
 
         def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None: ...
         def _judge(self, x: Exchange, p: PendingRequest, answer: object) -> Verdict: ...
+        def _settle(self, x: Exchange, p: PendingRequest, answer: object) -> None: ...
+        def _record(self, f: Finished, negotiation: bool | None = None) -> dict[str, Any]: ...
         def _conclude_request(
             self, x: Exchange, p: PendingRequest, ts: float, *, answered: bool
         ) -> FinishedRequest: ...
-        def _answer_parked(
-            self, parked: Parked, msg: dict[str, Any], ts: float
-        ) -> list[dict[str, Any]]: ...
         def _park(
             self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
         ) -> list[dict[str, Any]]: ...
@@ -90,79 +116,59 @@ class StreamReading:
             return []
         if not item.data:
             return []  # priming events and keep-alives carry no message
-        if not event_type_ok(item.event):
-            return self._hidden_answer(x, s, item, ts)
         value = event_value(item.data)
+        if not event_type_ok(item.event):
+            return self._hidden_answer(x, s, item, value, ts)
         if value is NOT_JSON:
             s.saw_not_json = True
             self._give_up_on_foreign_stream(x, s)
             return []
+        if not isinstance(value, list):
+            return self._stream_message(x, s, value, ts, Carrier(s))
+        if x.kind == "request" and not self._batches(x) and any(map(is_response, value)):
+            # Where batches do not exist, an array answers no request of the POST it
+            # came on, whatever it names: the rule of a JSON body (`_answer_requests`).
+            # mcp 2.3.0 validates an event's data as ONE message and fails the POST's
+            # request on an array (PARSE_ERROR); the TS SDK (1.32.2) drops the event.
+            s.saw_jsonrpc = True
+            for p in x.requests:
+                if p.verdict is None:
+                    self._settle(x, p, value)  # INVALID_ENVELOPE, `batch_answer:<version>`
+            return []
         records: list[dict[str, Any]] = []
-        for msg in value if isinstance(value, list) else [value]:
-            records += self._stream_message(x, s, msg, ts)
+        carrier = Carrier(s, batch=value)
+        for msg in value:
+            records += self._stream_message(x, s, msg, ts, carrier)
         return records
 
+    @staticmethod
+    def _batches(x: Exchange) -> bool:
+        return batch_allowed(x.protocol_version)
+
     def _hidden_answer(
-        self, x: Exchange, s: StreamState, item: SseEvent, ts: float
+        self, x: Exchange, s: StreamState, item: SseEvent, value: object, ts: float
     ) -> list[dict[str, Any]]:
         """An event whose type is not `message`: clients skip it, so an answer in it never
         reaches them. Remembered as the reason, never taken as the answer."""
-        value = event_value(item.data)
+        why = Note(NoteCode.SSE_EVENT_TYPE, item.event[:MAX_EVENT_TYPE_CHARS])
+        carrier = Carrier(s, hidden=why)
         records: list[dict[str, Any]] = []
         for msg in value if isinstance(value, list) else [value]:
-            if not is_response(msg) or not isinstance(msg, dict):
-                continue
-            s.saw_jsonrpc = True  # MCP, if sent wrongly
-            why = Note(NoteCode.SSE_EVENT_TYPE, item.event[:MAX_EVENT_TYPE_CHARS])
-            p = self._addressee(x, msg)
-            if p is not None and p.verdict is None:
-                s.wrong_event = s.wrong_event or why
-                continue
-            parked = self._waiting.claim((x.session.key, id_key(msg.get("id"))))
-            if parked is not None:
-                # The 2024-11-05 answer its client was waiting for, in an event it skips.
-                parked.p.verdict = violation(why)
-                records.append(
-                    record_of(self._conclude_request(parked.x, parked.p, ts, answered=True))
-                )
+            if is_response(msg) and isinstance(msg, dict):
+                s.saw_jsonrpc = True  # MCP, if sent wrongly
+                records += self._stream_answer(x, s, msg, ts, carrier)
         # A feed of custom event types and no JSON-RPC is no MCP stream: stop reading it.
         self._give_up_on_foreign_stream(x, s)
         return records
 
-    @staticmethod
-    def _addressee(x: Exchange, msg: dict[str, Any]) -> PendingRequest | None:
-        """The request of this exchange an answer on its stream is for. An error with no
-        id (or null: the server could not read the request's) goes to the first request
-        still unanswered, as a client pairs it with the request of its stream."""
-        p = x.by_id.get(id_key(msg.get("id")))
-        if p is None and msg.get("id") is None and "error" in msg and x.kind == "request":
-            p = next((q for q in x.requests if q.verdict is None), None)
-        return p
-
     def _stream_message(
-        self, x: Exchange, s: StreamState, msg: object, ts: float
+        self, x: Exchange, s: StreamState, msg: object, ts: float, carrier: Carrier
     ) -> list[dict[str, Any]]:
         if is_response(msg):
             assert isinstance(msg, dict)
             s.saw_jsonrpc = True
-            p = self._addressee(x, msg)
-            if p is not None and p.verdict is None:
-                p.verdict = self._judge(x, p, msg)
-                self._learn(x, p, msg)
-                return []
-            if p is None:
-                key = (x.session.key, id_key(msg.get("id")))
-                parked = self._waiting.claim(key)
-                if parked is not None:
-                    s.answers += 1
-                    return self._answer_parked(parked, msg, ts)
-                if x.kind == "stream":
-                    self._waiting.keep_unclaimed(key, msg, ts)  # its POST may not be parked yet
-                elif not s.has_unexpected_id:
-                    # Only the first is reported; keeping them all grew without bound
-                    # on a long stream of wrong ids (found by tests/hardening).
-                    s.unexpected_id, s.has_unexpected_id = msg.get("id"), True
-        elif is_request(msg):
+            return self._stream_answer(x, s, msg, ts, carrier)
+        if is_request(msg):
             assert isinstance(msg, dict)
             s.saw_jsonrpc = True
             x.session.server_requests += 1
@@ -174,6 +180,81 @@ class StreamReading:
             s.saw_non_rpc_json = True
             self._give_up_on_foreign_stream(x, s)
         return []
+
+    def _stream_answer(
+        self, x: Exchange, s: StreamState, msg: dict[str, Any], ts: float, carrier: Carrier
+    ) -> list[dict[str, Any]]:
+        """An answer on a stream finds its request: one of this POST's (by id), a request
+        parked for it, or none yet (kept for a POST whose 202 is still to come)."""
+        p = x.by_id.get(id_key(msg.get("id")))
+        if p is not None:
+            if p.verdict is None:
+                self._deliver(x, s, p, msg, carrier)
+            return []
+        if x.kind == "request" and is_unnamed_error(msg):
+            if carrier.hidden is not None:
+                s.wrong_event = s.wrong_event or carrier.hidden
+            elif s.unnamed_error is None:
+                # It answers every request no answer names, as in a JSON body; which
+                # those are is known when the stream ends (`settle_unnamed`).
+                s.unnamed_error = msg
+            return []
+        key = (x.session.key, id_key(msg.get("id")))
+        parked = self._waiting.claim(key)
+        if parked is not None:
+            return self._answer_parked(parked, msg, ts, carrier)
+        if x.kind == "stream":
+            # Its POST may not be parked yet (the 202 comes later): kept with how it came.
+            self._waiting.keep_unclaimed(key, Carried(msg, carrier), ts)
+        elif carrier.hidden is None and not s.has_unexpected_id:
+            # Only the first is reported; keeping them all grew without bound
+            # on a long stream of wrong ids (found by tests/hardening).
+            s.unexpected_id, s.has_unexpected_id = msg.get("id"), True
+        return []
+
+    def _deliver(
+        self, x: Exchange, s: StreamState, p: PendingRequest, msg: dict[str, Any], c: Carrier
+    ) -> None:
+        """An answer to one of this POST's own requests."""
+        if c.hidden is not None:
+            s.wrong_event = s.wrong_event or c.hidden  # the reason, if no answer follows
+            return
+        p.verdict = self._judge_carried(x, p, msg, c)
+        self._learn(x, p, msg)
+
+    def _judge_carried(
+        self, x: Exchange, p: PendingRequest, msg: dict[str, Any], c: Carrier
+    ) -> Verdict:
+        """Where batches do not exist (`x`'s version), an answer that came in an array is
+        judged as the array: the client could not read it (`batch_answer`)."""
+        if c.batch is not None and not self._batches(x):
+            return self._judge(x, p, c.batch)
+        return self._judge(x, p, msg)
+
+    def _answer_parked(
+        self, parked: Parked, msg: dict[str, Any], ts: float, c: Carrier
+    ) -> list[dict[str, Any]]:
+        """A parked request's answer came, on the stream `c` says, maybe in an event its
+        client skips (a 2024-11-05 answer in an event not named `message`)."""
+        p, x = parked.p, parked.x
+        if c.hidden is not None:
+            p.verdict = violation(c.hidden)
+        else:
+            c.stream.answers += 1  # the stream delivered an answer (`sse.final`)
+            p.verdict = self._judge_carried(x, p, msg, c)
+            p.resumed = parked.resumable
+            self._learn(x, p, msg)
+        return [self._record(self._conclude_request(x, p, ts, answered=True))]
+
+    def settle_unnamed(self, x: Exchange) -> None:
+        """The stream ends (or its client hung up): an error without an id it carried
+        answers every request of the POST that no answer named."""
+        s = x.stream
+        if s is None or s.unnamed_error is None:
+            return
+        for p in x.requests:
+            if p.verdict is None:
+                self._settle(x, p, s.unnamed_error)
 
     def _give_up_on_foreign_stream(self, x: Exchange, s: StreamState) -> None:
         """A GET stream that shows no JSON-RPC after a few events is not MCP: stop parsing."""
@@ -211,6 +292,7 @@ class StreamReading:
             s.end, s.ended_at = how, ts
             for item in s.decoder.end():
                 records += self._stream_item(x, s, item, ts)
+            self.settle_unnamed(x)
         if x.kind == "stream":
             if s is not None and s.endpoint:
                 s.endpoint = False

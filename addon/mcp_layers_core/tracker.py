@@ -90,7 +90,7 @@ from .retries import (
 )
 from .sessions import Identity, Session, SessionBook
 from .settings import Settings
-from .streams import StreamReading
+from .streams import Carried, StreamReading, is_unnamed_error
 from .waiting import WaitingRoom
 
 __all__ = ["TRANSITIONS", "LocalUsageError", "Phase", "Settings", "Tracker"]
@@ -424,26 +424,43 @@ class Tracker(Concluding, StreamReading):
         answer = answer_value(ev.body)
         if not ev.body:
             x.notes.add("empty_body")
-        single = len(x.requests) == 1
-        if single and (not isinstance(answer, list) or not batch_allowed(x.protocol_version)):
-            # An array answers one request only where batches exist (2025-03-26); else
-            # the judge calls it what it is.
-            p = x.requests[0]
-            p.verdict = self._judge(x, p, answer)
-            self._learn(x, p, answer)
-            return []
-        # A batch: each answer finds its request by id.
-        answers = answer if isinstance(answer, list) else [answer]
-        for msg in answers:
-            if is_response(msg) and isinstance(msg, dict):
-                asked = x.by_id.get(id_key(msg.get("id")))
-                if asked is not None and asked.verdict is None:
-                    asked.verdict = self._judge(x, asked, msg)
-                    self._learn(x, asked, msg)
+        self._answer_requests(x, answer)
+        return []
+
+    def _answer_requests(self, x: Exchange, answer: object) -> None:
+        """Give each request of `x` its verdict on a whole JSON body (`answer`).
+
+        The rules are the ones an SSE answer follows (`streams.py`), so the carrier
+        never changes a verdict: where batches do not exist (every version but
+        2025-03-26) an array answers no request, whatever it holds; where they do, each
+        answer finds its request by id, and an error without an id answers every
+        request no answer named (JSON-RPC 2.0 §6: a batch the server cannot take as a
+        whole gets one error object, id null).
+        """
+        if isinstance(answer, list) and not batch_allowed(x.protocol_version):
+            for p in x.requests:
+                self._settle(x, p, answer)  # INVALID_ENVELOPE, `batch_answer:<version>`
+            return
+        if len(x.requests) == 1 and not isinstance(answer, list):
+            self._settle(x, x.requests[0], answer)
+            return
+        unnamed: dict[str, Any] | None = None
+        for msg in answer if isinstance(answer, list) else [answer]:
+            if not is_response(msg) or not isinstance(msg, dict):
+                continue
+            asked = x.by_id.get(id_key(msg.get("id")))
+            if asked is not None and asked.verdict is None:
+                self._settle(x, asked, msg)
+            elif unnamed is None and is_unnamed_error(msg):
+                unnamed = msg
         for p in x.requests:
             if p.verdict is None:
-                p.verdict = self._judge(x, p, answer if answer is NOT_JSON else None)
-        return []
+                self._settle(x, p, unnamed or (answer if answer is NOT_JSON else None))
+
+    def _settle(self, x: Exchange, p: PendingRequest, answer: object) -> None:
+        """`answer` is the one `p` gets: judge it, and learn from it."""
+        p.verdict = self._judge(x, p, answer)
+        self._learn(x, p, answer)
 
     @staticmethod
     def _judge(x: Exchange, p: PendingRequest, answer: object) -> Verdict:
@@ -476,19 +493,12 @@ class Tracker(Concluding, StreamReading):
         early, evicted = self._waiting.park((x.session.key, id_key(p.rpc_id)), parked)
         if early is not None:
             # The GET stream delivered the answer before the POST's own 202 was processed.
-            return self._answer_parked(parked, early[0], early[1])
+            msg, seen = early
+            assert isinstance(msg, Carried)  # the only kind a stream keeps (`streams.py`)
+            return self._answer_parked(parked, msg, seen, msg.carrier)
         if evicted is not None:
             return self._finish_parked(evicted, ts, "evicted_parked_cap")
         return []
-
-    def _answer_parked(
-        self, parked: Parked, msg: dict[str, Any], ts: float
-    ) -> list[dict[str, Any]]:
-        p, x = parked.p, parked.x
-        p.verdict = self._judge(x, p, msg)
-        p.resumed = parked.resumable
-        self._learn(x, p, msg)
-        return [self._record(self._conclude_request(x, p, ts, answered=True))]
 
     def _finish_parked(self, parked: Parked, ts: float, note: str) -> list[dict[str, Any]]:
         parked.x.notes.add_once(note)
@@ -514,6 +524,7 @@ class Tracker(Concluding, StreamReading):
 
     def _failed(self, x: Exchange, ev: FlowFailed) -> list[dict[str, Any]]:
         if x.stream is not None:
+            self.settle_unnamed(x)
             if x.requests and all(p.verdict is not None for p in x.requests):
                 # Every answer was delivered, then a side hung up (SDK clients close the
                 # stream on the final event): the stream did its job.

@@ -1,0 +1,122 @@
+"""Issue 25 §1: records true at every depth — batches, 2026-07-28's missing sessions, and
+the bookkeeping fields of `response`, `stream` and `session_end` records.
+
+What the official SDK clients do with the same bytes (mcp 2.3.0 in .venv, the TS SDK
+1.32.2 in support/node) is quoted next to each expectation where it decides it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp_layers_core.events import FlowFailed, ResponseStarted
+from wire import SSE, Run, call, event, result, rpc
+
+UA = {"user-agent": "agent/1.0"}
+
+
+def batch(*messages: bytes) -> bytes:
+    return json.dumps([json.loads(m) for m in messages]).encode()
+
+
+def null_id_error(code: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": "Invalid Request"}}
+
+
+def answered(r: Run, body: bytes, answer: object, carrier: str, version: str | None) -> list[dict]:
+    """POST `body` under `version` (its header), answered by `answer` as a JSON body or
+    as one SSE event; the records, in request order."""
+    headers = {**UA, **({"mcp-protocol-version": version} if version else {})}
+    f = r.post(body, headers)
+    records = r.json(f, 200, answer) if carrier == "json" else r.sse(f, [event(answer)])
+    return sorted(records, key=lambda rec: rec["id"])
+
+
+def outcomes(records: list[dict]) -> list[tuple[object, str, int | None]]:
+    return [(x["jsonrpc"]["id"], x["outcome"], x["jsonrpc"]["errorCode"]) for x in records]
+
+
+# -- batches: one rule for both carriers ------------------------------------------------
+
+CARRIERS = ["json", "sse"]
+BATCHLESS = ["2024-11-05", "2025-06-18", "2025-11-25", "2026-07-28"]
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+@pytest.mark.parametrize("version", BATCHLESS)
+def test_an_array_answer_where_batches_do_not_exist_is_no_success(
+    carrier: str, version: str
+) -> None:
+    # mcp 2.3.0 validates a JSON body and each SSE event as ONE JSONRPCMessage
+    # (`jsonrpc_message_adapter.validate_json`): an array fails and the request is
+    # resolved with a PARSE_ERROR. The TS SDK drops an array in an SSE event (parse
+    # error, the request waits); the spec has had no batches since 2025-06-18.
+    (rec,) = answered(Run(), call(1), [result(1, content=[])], carrier, version)
+    assert (rec["outcome"], rec["layer"]) == ("INVALID_ENVELOPE", "protocol")
+    assert f"batch_answer:{version}" in rec["notes"]
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+def test_a_batch_posted_where_batches_do_not_exist_is_not_answered_by_an_array(
+    carrier: str,
+) -> None:
+    body = batch(call(1), rpc(2, "ping"))
+    recs = answered(Run(), body, [result(1, content=[]), result(2)], carrier, "2025-06-18")
+    assert outcomes(recs) == [(1, "INVALID_ENVELOPE", None), (2, "INVALID_ENVELOPE", None)]
+    assert all("batch_answer:2025-06-18" in x["notes"] for x in recs)
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+@pytest.mark.parametrize("version", ["2025-03-26", None])
+def test_where_batches_exist_an_array_answers_by_id_in_both_carriers(
+    carrier: str, version: str | None
+) -> None:
+    body = batch(call(1), rpc(2, "ping"))
+    recs = answered(Run(), body, [result(2), result(1, content=[])], carrier, version)
+    assert outcomes(recs) == [(1, "TOOL_SUCCESS", None), (2, "SUCCESS", None)]
+    (single,) = answered(Run(), call(3), [result(3, content=[])], carrier, version)
+    assert single["outcome"] == "TOOL_SUCCESS"
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+def test_a_null_id_error_answering_a_batch_keeps_its_code_for_every_request(
+    carrier: str,
+) -> None:
+    # JSON-RPC 2.0 §6: a batch the server cannot take as a whole is answered by a single
+    # error object (id null) — it answers every request of the batch.
+    body = batch(call(1), rpc(2, "ping"))
+    recs = answered(Run(), body, null_id_error(-32600), carrier, "2025-03-26")
+    assert outcomes(recs) == [(1, "JSONRPC_ERROR", -32600), (2, "JSONRPC_ERROR", -32600)]
+    assert all("error_without_id" in x["notes"] for x in recs)
+
+
+@pytest.mark.parametrize("carrier", CARRIERS)
+def test_a_null_id_error_in_an_array_answers_the_requests_no_answer_named(carrier: str) -> None:
+    body = batch(call(1), rpc(2, "ping"))
+    answer = [null_id_error(-32602), result(1, content=[])]
+    recs = answered(Run(), body, answer, carrier, "2025-03-26")
+    assert outcomes(recs) == [(1, "TOOL_SUCCESS", None), (2, "JSONRPC_ERROR", -32602)]
+
+
+def test_a_null_id_error_before_a_named_answer_on_a_batch_stream_waits_for_it() -> None:
+    r = Run()
+    f = r.post(batch(call(1), rpc(2, "ping")), {**UA, "mcp-protocol-version": "2025-03-26"})
+    recs = r.sse(f, [event(null_id_error(-32603)), event(result(1, content=[]))])
+    assert outcomes(sorted(recs, key=lambda x: x["id"])) == [
+        (1, "TOOL_SUCCESS", None),
+        (2, "JSONRPC_ERROR", -32603),
+    ]
+
+
+def test_a_client_that_hangs_up_after_a_null_id_error_had_its_answer() -> None:
+    # mcp 2.3.0 gives a response on a POST's stream the POST's own id
+    # (`message.id = original_request_id` in `_handle_sse_event`), then closes the stream.
+    r = Run()
+    f = r.post(call(1), UA)
+    r.t.handle(ResponseStarted(f, r.tick(), 200, SSE))
+    assert r.chunk(f, event(null_id_error(-32000))) == []
+    (rec,) = r.t.handle(FlowFailed(f, r.tick(), "Client disconnected."))
+    assert (rec["outcome"], rec["jsonrpc"]["errorCode"]) == ("JSONRPC_ERROR", -32000)
+    assert "closed_after_answer" in rec["notes"] and rec["sse"]["final"] is True
