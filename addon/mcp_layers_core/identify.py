@@ -11,9 +11,24 @@ from .sessions import Session, SessionBook
 
 Agent = tuple[str, str | None]
 
+#: From this version on MCP has no sessions: an `Mcp-Session-Id` names none.
+SESSIONLESS_SINCE = "2026-07-28"
+
 
 def host(peer: str) -> str:
     return peer.rsplit(":", 1)[0]
+
+
+def is_sessionless(version: str | None) -> bool:
+    """Does `version` have no sessions (2026-07-28 and later)?"""
+    return version is not None and version >= SESSIONLESS_SINCE
+
+
+def named_version(msg: dict[str, Any] | None, headers: Mapping[str, str]) -> str | None:
+    """The version a request names for itself: its 2026-07-28 `_meta`, else its
+    `MCP-Protocol-Version` header (None: it names none; the session's then holds)."""
+    version = meta_of(msg).get(META_PROTOCOL_VERSION) if msg is not None else None
+    return version if isinstance(version, str) else headers.get("mcp-protocol-version")
 
 
 class Identifier:
@@ -27,9 +42,20 @@ class Identifier:
         self.client_by_agent: OrderedDict[Agent, str] = OrderedDict()
 
     def session_for(
-        self, header: str | None, query: str | None, peer: str, user_agent: str | None
+        self,
+        header: str | None,
+        query: str | None,
+        peer: str,
+        user_agent: str | None,
+        version: str | None = None,
     ) -> Session:
-        if header:
+        """The session of a request that carries `header` (its `Mcp-Session-Id`), `query`
+        (a 2024-11-05 POST URL's session) and names `version` (`named_version`)."""
+        if header and not is_sessionless(version):
+            # From 2026-07-28 on, a session id (a stale one, from an older version) names
+            # no session: the client stands in, so no lifeline starts, and none is lost
+            # to a 404 (mcp 2.3.0 keeps an id only from an `initialize` answer, which
+            # 2026-07-28 has not, and reads such a 404 as METHOD_NOT_FOUND).
             return self.sessions.real(header)
         if query:  # 2024-11-05: the POST URL names the session the GET stream announced
             return self.sessions.real(query)

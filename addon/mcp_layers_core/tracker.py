@@ -66,7 +66,7 @@ from .events import (
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
 from .finished import Finished, FinishedRequest, flow_of
-from .identify import Agent, Identifier, host
+from .identify import Agent, Identifier, host, is_sessionless, named_version
 from .jsonrpc import (
     NOT_JSON,
     id_key,
@@ -225,7 +225,11 @@ class Tracker(Concluding, StreamReading):
             agent, negotiation=first.get("method") == "initialize", why=Cause.CLIENT_RETURNED
         )
         session = self._who.session_for(
-            ev.headers.get("mcp-session-id"), ev.query_session, ev.peer, user_agent
+            ev.headers.get("mcp-session-id"),
+            ev.query_session,
+            ev.peer,
+            user_agent,
+            named_version(first, ev.headers),
         )
         session.server = ev.server
         session.posts += 1  # a batch counts once
@@ -358,7 +362,7 @@ class Tracker(Concluding, StreamReading):
         if issued and x.kind == "request" and any(p.method == "initialize" for p in x.requests):
             self._adopt_session(x, issued)
         forgotten = ev.status == 404 and x.session.real and x.session.ended is None
-        if forgotten and x.kind != "session_end":
+        if forgotten and x.kind != "session_end" and not is_sessionless(x.protocol_version):
             # The server forgot the session (2025 rule: 404 means "initialize again").
             self.sessions.lost(x.session)
             x.session_lost = True

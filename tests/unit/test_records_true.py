@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from mcp_layers_core.events import FlowFailed, ResponseStarted
+from mcp_layers_core.events import FlowFailed, ProxyStopping, ResponseStarted
 from wire import SSE, Run, call, event, result, rpc
 
 UA = {"user-agent": "agent/1.0"}
@@ -120,3 +120,38 @@ def test_a_client_that_hangs_up_after_a_null_id_error_had_its_answer() -> None:
     (rec,) = r.t.handle(FlowFailed(f, r.tick(), "Client disconnected."))
     assert (rec["outcome"], rec["jsonrpc"]["errorCode"]) == ("JSONRPC_ERROR", -32000)
     assert "closed_after_answer" in rec["notes"] and rec["sse"]["final"] is True
+
+
+# -- 2026-07-28 has no sessions ---------------------------------------------------------
+
+META_2026 = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        pytest.param(rpc(1, "tools/list", _meta=META_2026), {}, id="meta"),
+        pytest.param(rpc(1, "tools/list"), {"mcp-protocol-version": "2026-07-28"}, id="header"),
+    ],
+)
+def test_2026_a_404_with_a_stale_session_id_loses_no_session(
+    body: bytes, headers: dict[str, str]
+) -> None:
+    # mcp 2.3.0 keeps a session id only from an `initialize` answer (which 2026-07-28
+    # does not have) and, with none, reads a 404 as METHOD_NOT_FOUND, never as
+    # "Session terminated"; it never re-initialises.
+    r = Run()
+    f = r.post(body, {**UA, "mcp-session-id": "stale", **headers})
+    records = r.json(f, 404, b"Not Found")
+    assert [x["kind"] for x in records] == ["request"]
+    (rec,) = records
+    assert rec["outcome"] == "HTTP_ERROR" and "session_lost" not in rec["notes"]
+    assert rec["protocolVersion"] == "2026-07-28"
+    assert r.t.handle(ProxyStopping(r.tick())) == []  # no session to end, ever
+
+
+def test_before_2026_a_404_with_a_session_id_still_ends_it() -> None:
+    r = Run()
+    f = r.post(call(1), {**UA, "mcp-session-id": "gone", "mcp-protocol-version": "2025-11-25"})
+    kinds = [(x["kind"], x.get("endReason")) for x in r.json(f, 404, b"")]
+    assert kinds == [("request", None), ("session_end", "not_found")]
