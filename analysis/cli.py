@@ -53,7 +53,7 @@ class Reading:
     """How to read and what to print: what every command's shared options say."""
 
     paths: tuple[str, ...]
-    fmt: OutputFormat
+    fmt: OutputFormat  # the renderer's format (unused when `ci_format` is set)
     filters: Filters
     jobs: int | None
     strict: bool
@@ -61,6 +61,28 @@ class Reading:
     progress: bool
     engine: str = "duckdb"
     spark_master: str | None = None
+    #: `--format junit|sarif` (`verdicts` only): a CI system's format, not a table.
+    ci_format: str | None = None
+
+
+#: The formats only `verdicts` writes (verdict_formats.CI_FORMATS: named here so that
+#: `--help` does not import the module).
+CI_FORMATS = ("junit", "sarif")
+
+
+class FormatChoice(click.Choice[str]):
+    """`--format`: a command's formats; a CI format elsewhere is refused by name, so that
+    the message says where it belongs instead of just listing the choices."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if value in CI_FORMATS and value not in self.choices:
+            command = ctx.info_name if ctx is not None else "this command"
+            self.fail(
+                f"{value!r} is written by `mcp-layers verdicts` only, not by {command}",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
 
 
 def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -74,18 +96,27 @@ def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) 
         ) from None
 
 
-def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+def ci_reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`reading_options`, with the CI formats (junit, sarif) among the formats."""
+    return reading_options(fn, ci_formats=True)
+
+
+def reading_options(fn: Callable[..., Any], *, ci_formats: bool = False) -> Callable[..., Any]:
     """PATHS and the options every command shares, gathered into one `reading` argument."""
+    formats = [f.value for f in OutputFormat] + (list(CI_FORMATS) if ci_formats else [])
+    format_help = "Output format. JSON is one array of objects."
+    if ci_formats:
+        format_help += " junit and sarif are for CI (docs/cli.md, Gating CI on verdicts)."
     options = [
         click.argument("paths", nargs=-1, required=True, metavar="PATH..."),
         click.option(
             "-f",
             "--format",
             "fmt",
-            type=click.Choice([f.value for f in OutputFormat]),
+            type=FormatChoice(formats),
             default=OutputFormat.TABLE.value,
             show_default=True,
-            help="Output format. JSON is one array of objects.",
+            help=format_help,
         ),
         click.option(
             "--client",
@@ -146,9 +177,11 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     ]
 
     def wrapper(**kwargs: Any) -> Any:
+        fmt = kwargs.pop("fmt")
+        ci_format = fmt if fmt in CI_FORMATS else None
         reading = Reading(
             paths=kwargs.pop("paths"),
-            fmt=OutputFormat(kwargs.pop("fmt")),
+            fmt=OutputFormat.JSON if ci_format else OutputFormat(fmt),
             filters=Filters(
                 clients=frozen(kwargs.pop("client")),
                 methods=frozen(kwargs.pop("method")),
@@ -163,6 +196,7 @@ def reading_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             progress=kwargs.pop("progress"),
             engine=kwargs.pop("engine"),
             spark_master=kwargs.pop("spark_master"),
+            ci_format=ci_format,
         )
         return fn(reading=reading, **kwargs)
 
@@ -384,7 +418,7 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
 
 
 @cli.command(short_help="PASS/FAIL/NOT_EXERCISED per client and spec requirement.")
-@reading_options
+@ci_reading_options
 def verdicts(reading: Reading) -> None:
     """Per client (name@version) and spec requirement: PASS, FAIL or NOT_EXERCISED.
 
@@ -399,6 +433,7 @@ def verdicts(reading: Reading) -> None:
     Example:
         mcp-layers verdicts recordings/
         mcp-layers verdicts lab/runs/ --format markdown
+        mcp-layers verdicts rec/ --format junit > verdicts.xml
     """
     from . import verdicts as verdicts_mod
 
@@ -406,11 +441,38 @@ def verdicts(reading: Reading) -> None:
         raise UsageFailure("verdicts runs on the DuckDB engine only (leave out --engine)")
     with loaded(reading, verdicts_mod.COLUMNS, shared=True) as (engine, report):
         rows = verdicts_mod.verdict_rows(engine, reading.filters)
-    write(reading, verdicts_mod.HEADERS, rows)
+        ci_text = None if reading.ci_format is None else _ci_text(reading, engine, rows)
+    if ci_text is None:
+        write(reading, verdicts_mod.HEADERS, rows)
+    else:
+        with reader_may_leave():
+            sys.stdout.write(ci_text)
+            sys.stdout.flush()
     if not rows:
         nothing_matched(reading, report, "client")
     if any(row[2] == verdicts_mod.Verdict.FAIL for row in rows):
         raise SystemExit(ExitStatus.VERDICT_FAILED)
+
+
+def _ci_text(reading: Reading, engine: Engine, rows: list[list[str | None]]) -> str:
+    """The verdicts as JUnit XML or SARIF (while the engine is open: SARIF looks up which
+    recording holds each record its results name)."""
+    from importlib.metadata import version
+
+    from . import verdict_formats as formats
+    from . import verdicts as verdicts_mod
+
+    table = formats.parse_rows(verdicts_mod.HEADERS, rows)
+    if reading.ci_format == "junit":
+        text = formats.junit_xml(table, verdicts_mod.RULE)
+    else:
+        names = [s.path and s.name for s in inputs.expand(reading.paths)]
+        places = formats.places(engine, reading.filters, table, names)
+        log = formats.sarif_log(
+            table, verdicts_mod.RULES, version=version("mcp-layers"), places=places
+        )
+        text = formats.sarif_text(log)
+    return text
 
 
 @cli.command(short_help="Summary and retries figures side by side, a column per client.")
