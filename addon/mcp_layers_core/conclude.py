@@ -184,7 +184,10 @@ class Concluding:
             session=session.key,
             client=session.client,
             user_agent=x.user_agent if x else None,
-            protocol_version=session.protocol_version,
+            # A DELETE's record: the version of its own request (its header), as for a POST.
+            protocol_version=x.protocol_version
+            if x is not None and x.kind == "session_end"
+            else session.protocol_version,
             posts=session.posts,
             status=status,
             scenario=self._settings.scenario,

@@ -275,8 +275,8 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     "the request's (the first, cut to 120 characters)",
     NoteCode.RESULT_AND_ERROR: "the answer has both `result` and `error`",
     NoteCode.ERROR_WITHOUT_ID: "a JSON-RPC error with a null or absent id (allowed when the server "
-    "could not read the request's id); on a POST's SSE stream it answers the first request still "
-    "unanswered",
+    "could not read the request's id); in a JSON body and on a POST's SSE stream alike it answers "
+    "every request of the POST that no answer named (all of a batch the server refused whole)",
     NoteCode.CONTENT_TYPE: "`:<type>` `TRANSPORT_VIOLATION`: a 2xx answer to a request in a media "
     "type other than `application/json` or `text/event-stream` (clients refuse it)",
     NoteCode.NO_CONTENT_TYPE: "`TRANSPORT_VIOLATION`: a 2xx answer to a request without a "
@@ -286,8 +286,8 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     "stream of the session open to carry the answer",
     NoteCode.SSE_EVENT_TYPE: "`:<type>` `TRANSPORT_VIOLATION`: the answer came only in an SSE "
     "event whose type is not `message` (clients skip it)",
-    NoteCode.BATCH_ANSWER: "`:<version>` `INVALID_ENVELOPE`: a JSON array answered a request of "
-    "a version without batches (only 2025-03-26 has them)",
+    NoteCode.BATCH_ANSWER: "`:<version>` `INVALID_ENVELOPE`: a JSON array (a JSON body, or an SSE "
+    "event's data) answered a request of a version without batches (only 2025-03-26 has them)",
     NoteCode.RESULT_MISSING: "`:<member>` `INVALID_RESULT`: the result lacks a member its method "
     "requires (or has it with the wrong JSON type)",
     NoteCode.UNKNOWN_CONTENT_BLOCK: "`:<type>` `INVALID_TOOL_RESULT`: a content block of no known "
@@ -456,7 +456,8 @@ FIELDS: Final[tuple[Field, ...]] = (
         Str(),
         True,
         "hashed `Mcp-Session-Id` (see Privacy). Where a server issues no session "
-        "(stateless, or 2026-07-28) the client stands in: `c-` and a hash of the client's "
+        "(stateless, or 2026-07-28, where an `Mcp-Session-Id` a request carries names no "
+        "session) the client stands in: `c-` and a hash of the client's "
         "address and user agent (not the connection: SDK clients open a new one after "
         "every SSE answer). Two clients with the same user agent on one host share it",
     ),
@@ -476,7 +477,7 @@ FIELDS: Final[tuple[Field, ...]] = (
         "the negotiated version: the `initialize` result's `protocolVersion` (an "
         "`initialize` that got no result shows the version it asked for), else the "
         'request\'s `_meta["io.modelcontextprotocol/protocolVersion"]`, else its '
-        "`MCP-Protocol-Version` header, else the session's",
+        "`MCP-Protocol-Version` header (a GET stream's or DELETE's too), else the session's",
     ),
     Field(
         "method",

@@ -41,11 +41,10 @@ def is_unnamed_error(msg: dict[str, Any]) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Carrier:
-    """How an answer travelled, which decides what a client makes of it: the stream
-    that carried it, the SSE event type a client skips it for (None: `message`), and
-    the array it came in (None: on its own)."""
+    """How an answer travelled, which decides what a client makes of it: the SSE event
+    type a client skips it for (None: `message`), and the array it came in (None: on
+    its own)."""
 
-    stream: StreamState
     hidden: Note | None = None
     batch: list[Any] | None = None
 
@@ -124,7 +123,7 @@ class StreamReading:
             self._give_up_on_foreign_stream(x, s)
             return []
         if not isinstance(value, list):
-            return self._stream_message(x, s, value, ts, Carrier(s))
+            return self._stream_message(x, s, value, ts, Carrier())
         if x.kind == "request" and not self._batches(x) and any(map(is_response, value)):
             # Where batches do not exist, an array answers no request of the POST it
             # came on, whatever it names: the rule of a JSON body (`_answer_requests`).
@@ -136,7 +135,7 @@ class StreamReading:
                     self._settle(x, p, value)  # INVALID_ENVELOPE, `batch_answer:<version>`
             return []
         records: list[dict[str, Any]] = []
-        carrier = Carrier(s, batch=value)
+        carrier = Carrier(batch=value)
         for msg in value:
             records += self._stream_message(x, s, msg, ts, carrier)
         return records
@@ -151,7 +150,7 @@ class StreamReading:
         """An event whose type is not `message`: clients skip it, so an answer in it never
         reaches them. Remembered as the reason, never taken as the answer."""
         why = Note(NoteCode.SSE_EVENT_TYPE, item.event[:MAX_EVENT_TYPE_CHARS])
-        carrier = Carrier(s, hidden=why)
+        carrier = Carrier(hidden=why)
         records: list[dict[str, Any]] = []
         for msg in value if isinstance(value, list) else [value]:
             if is_response(msg) and isinstance(msg, dict):
@@ -201,10 +200,15 @@ class StreamReading:
             return []
         key = (x.session.key, id_key(msg.get("id")))
         parked = self._waiting.claim(key)
+        delivered = carrier.hidden is None  # a client reads it (`sse.final`)
         if parked is not None:
+            s.answers += delivered
             return self._answer_parked(parked, msg, ts, carrier)
         if x.kind == "stream":
-            # Its POST may not be parked yet (the 202 comes later): kept with how it came.
+            # Delivered now, even if its POST is parked only later (the 202 may reach
+            # the proxy after this event, or after this stream's end): kept with how it
+            # came, and counted now, while this stream's record is still to be written.
+            s.answers += delivered
             self._waiting.keep_unclaimed(key, Carried(msg, carrier), ts)
         elif carrier.hidden is None and not s.has_unexpected_id:
             # Only the first is reported; keeping them all grew without bound
@@ -240,7 +244,6 @@ class StreamReading:
         if c.hidden is not None:
             p.verdict = violation(c.hidden)
         else:
-            c.stream.answers += 1  # the stream delivered an answer (`sse.final`)
             p.verdict = self._judge_carried(x, p, msg, c)
             p.resumed = parked.resumable
             self._learn(x, p, msg)
@@ -283,6 +286,7 @@ class StreamReading:
             x.session.legacy_streams += 1
             s.endpoint = True
             x.session.protocol_version = x.session.protocol_version or "2024-11-05"
+            x.protocol_version = x.protocol_version or x.session.protocol_version
 
     def _stream_closed(self, x: Exchange, how: str, ts: float) -> list[dict[str, Any]]:
         """The flow's stream (or body) ended `how`: read what is left, then finish."""

@@ -259,7 +259,10 @@ class Tracker(Concluding, StreamReading):
                 self._open_request(x, msg, version)
         else:
             x.record_id = self._take_record_id()
-            x.method = next((m["method"] for m in messages if is_notification(m)), None)
+            if kind == "notification":
+                # A `response` record names the server's method it answers (`serverMethod`),
+                # never a notification that shared its batch.
+                x.method = next((m["method"] for m in messages if is_notification(m)), None)
             self._match_answers(x, [m for m in messages if is_response(m)])
         if len(messages) > 1:
             x.notes.add("batch", len(messages))
@@ -324,7 +327,15 @@ class Tracker(Concluding, StreamReading):
             return []
         records = self._evict_if_full(ev.ts)
         user_agent = ev.headers.get("user-agent")
-        session = self._who.session_for(session_id, ev.query_session, ev.peer, user_agent)
+        named = named_version(None, ev.headers)
+        session = self._who.session_for(
+            # A DELETE names the session it ends, whatever the version says.
+            session_id,
+            ev.query_session,
+            ev.peer,
+            user_agent,
+            named if kind == "stream" else None,
+        )
         session.server = ev.server
         self._exchanges[ev.flow] = Exchange(
             flow=ev.flow,
@@ -335,7 +346,8 @@ class Tracker(Concluding, StreamReading):
             kind=kind,
             user_agent=user_agent,
             client=session.client,
-            protocol_version=session.protocol_version,
+            # The version the GET or DELETE was sent under, as a POST's record shows it.
+            protocol_version=named or session.protocol_version,
             header_names=header_names(ev.headers),
             accept=accept_types(ev.headers),
         )
@@ -405,18 +417,14 @@ class Tracker(Concluding, StreamReading):
                 p.verdict = verdict
             return []
         if x.fault is not None:
-            if x.session.legacy_streams:
-                # 2024-11-05: the POST is only acknowledged ("Accepted"); the answer
-                # comes on the session's GET stream (a client reads nothing else).
-                records: list[dict[str, Any]] = []
-                for p in x.requests:
-                    records += self._park(x, p, ev.ts, Cause.ACCEPTED)
-                return records
-            # The client rejects or discards this answer whatever it says.
-            verdict = violation(x.fault, http_error(ev.body))
+            records: list[dict[str, Any]] = []
             for p in x.requests:
-                p.verdict = verdict
-            return []
+                if self._answered_on_legacy_stream(x, p):
+                    records += self._park(x, p, ev.ts, Cause.ACCEPTED)
+                else:
+                    # The client rejects or discards this answer whatever it says.
+                    p.verdict = violation(x.fault, http_error(ev.body))
+            return records
         if ev.body is None:
             # Over the cap, undecodable, or streamed past the addon unseen (size 0).
             x.notes.add_note(
@@ -430,6 +438,15 @@ class Tracker(Concluding, StreamReading):
             x.notes.add("empty_body")
         self._answer_requests(x, answer)
         return []
+
+    def _answered_on_legacy_stream(self, x: Exchange, p: PendingRequest) -> bool:
+        """2024-11-05: a POST is only acknowledged ("Accepted"); its answer comes on the
+        session's GET stream (a client reads nothing else) while one is open, or came
+        on one already, which may have ended before the 202 reached the proxy."""
+        if x.session.legacy_streams:
+            return True
+        early = (x.session.key, id_key(p.rpc_id)) in self._waiting.unclaimed
+        return early and x.session.protocol_version == "2024-11-05"
 
     def _answer_requests(self, x: Exchange, answer: object) -> None:
         """Give each request of `x` its verdict on a whole JSON body (`answer`).

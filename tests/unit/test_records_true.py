@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from mcp_layers_core.events import FlowFailed, ProxyStopping, ResponseStarted
+from mcp_layers_core.events import FlowFailed, ProxyStopping, ResponseBody, ResponseStarted
 from wire import SSE, Run, call, event, result, rpc
 
 UA = {"user-agent": "agent/1.0"}
@@ -155,3 +155,91 @@ def test_before_2026_a_404_with_a_session_id_still_ends_it() -> None:
     f = r.post(call(1), {**UA, "mcp-session-id": "gone", "mcp-protocol-version": "2025-11-25"})
     kinds = [(x["kind"], x.get("endReason")) for x in r.json(f, 404, b"")]
     assert kinds == [("request", None), ("session_end", "not_found")]
+
+
+# -- bookkeeping ------------------------------------------------------------------------
+
+
+def test_a_response_post_never_carries_a_notifications_method() -> None:
+    r = Run()
+    body = batch(
+        json.dumps(result(0, action="accept")).encode(),
+        b'{"jsonrpc":"2.0","method":"notifications/progress"}',
+    )
+    f = r.post(body, UA)
+    r.t.handle(ResponseStarted(f, r.tick(), 202, {}))
+    (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"", 0))
+    assert (rec["kind"], rec["method"]) == ("response", None)
+
+
+def test_get_stream_and_delete_carry_the_version_of_their_header() -> None:
+    r = Run()
+    hdrs = {**UA, "mcp-session-id": "S", "mcp-protocol-version": "2025-06-18"}
+    get = r.other("GET", {**hdrs, "accept": "text/event-stream"})
+    (stream,) = r.sse(get, [])
+    delete = r.other("DELETE", hdrs)
+    (end,) = r.json(delete, 200, b"")
+    assert (stream["kind"], stream["protocolVersion"]) == ("stream", "2025-06-18")
+    assert (end["kind"], end["protocolVersion"]) == ("session_end", "2025-06-18")
+
+
+def legacy_stream(r: Run, sid: str) -> str:
+    get = r.other("GET", {"accept": "text/event-stream", **UA})
+    r.t.handle(ResponseStarted(get, r.tick(), 200, SSE))
+    assert r.chunk(get, f"event: endpoint\ndata: /messages?session_id={sid}\n\n".encode()) == []
+    return get
+
+
+def accepted(r: Run, flow: str) -> list[dict]:
+    r.t.handle(ResponseStarted(flow, r.tick(), 202, {"content-length": "8"}))
+    return r.t.handle(ResponseBody(flow, r.tick(), b"Accepted", 8))
+
+
+@pytest.mark.parametrize("answer_first", [False, True], ids=["after-202", "before-202"])
+def test_a_2024_11_05_stream_that_delivered_an_answer_says_final(answer_first: bool) -> None:
+    r = Run()
+    get = legacy_stream(r, "fin")
+    f = r.post(call(1), UA, query_session="fin")
+    if answer_first:  # the GET's event reaches the proxy before the POST's 202
+        assert r.chunk(get, event(result(1, content=[]))) == []
+        (rec,) = accepted(r, f)
+    else:
+        assert accepted(r, f) == []
+        (rec,) = r.chunk(get, event(result(1, content=[])))
+    assert rec["outcome"] == "TOOL_SUCCESS"
+    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    assert stream["kind"] == "stream" and stream["sse"]["final"] is True
+    assert stream["protocolVersion"] == "2024-11-05"
+
+
+def test_a_2024_11_05_stream_that_ended_before_its_answers_202_still_delivered_it() -> None:
+    r = Run()
+    get = legacy_stream(r, "gone")
+    f = r.post(call(1), UA, query_session="gone")
+    assert r.chunk(get, event(result(1, content=[]))) == []
+    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    assert stream["sse"]["final"] is True
+    (rec,) = accepted(r, f)
+    assert rec["outcome"] == "TOOL_SUCCESS"
+
+
+@pytest.mark.parametrize("answer_first", [False, True], ids=["after-202", "before-202"])
+def test_a_2024_11_05_answer_in_another_event_type_is_linked_to_its_flow(
+    answer_first: bool,
+) -> None:
+    r = Run()
+    r.t.record_flows = {}
+    get = legacy_stream(r, "hid")
+    f = r.post(call(1), UA, query_session="hid")
+    hidden = event(result(1, content=[]), name="result")
+    if answer_first:
+        assert r.chunk(get, hidden) == []
+        (rec,) = accepted(r, f)
+    else:
+        assert accepted(r, f) == []
+        (rec,) = r.chunk(get, hidden)
+    assert (rec["outcome"], rec["httpStatuses"]) == ("TRANSPORT_VIOLATION", [202])
+    assert "sse_event_type:result" in rec["notes"]
+    assert r.t.record_flows[rec["id"]] == f  # the adapter can comment the POST's flow
+    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    assert stream["sse"]["final"] is False  # the client skipped it: nothing was delivered
