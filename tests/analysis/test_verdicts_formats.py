@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 import xmlschema
-from analysis_helpers import invoke
+from analysis_helpers import FIXTURES, invoke
 from click.testing import Result
 from mcp_layers_analysis import verdict_formats as formats
 from mcp_layers_analysis.exitcodes import ExitStatus
@@ -22,6 +22,8 @@ from mcp_layers_analysis.verdicts import HEADERS, RULE, RULES, Verdict
 from mcp_layers_core.record import new_record
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "fixtures" / "schemas"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+REAL = sorted(FIXTURES.glob("real_*.jsonl"))
 T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 GOOD = "good-client@1.0"
 BAD = "bad-client@2.0"
@@ -104,14 +106,22 @@ def well_behaved(client: str, session: str, start_s: float = 0) -> Recording:
 
 
 def misbehaving(client: str, session: str, start_s: float = 0) -> Recording:
-    """No notifications/initialized and a reused request id (two MUSTs broken), and a
-    session that went idle without a DELETE (a SHOULD missed) — it stays idle before the
-    proxy ends it, so the client was done with it."""
+    """No notifications/initialized and a reused request id (two MUSTs broken), then a GET
+    answered 405 after which the client gave the session up with a DELETE (a SHOULD
+    missed: no POST after the 405)."""
     rec = Recording(client, session, start_s)
     rec.request(0, "initialize", 0, requestHeaders=["accept"])
     rec.request(0.2, "tools/list", 1)
     rec.request(0.3, "tools/call", 1)
-    rec.add("session_end", 2, endReason="shutdown", accept=[], requestHeaders=[])
+    rec.add("stream", 0.4, httpStatuses=[405], accept=["text/event-stream"])
+    rec.add(
+        "session_end",
+        0.5,
+        endReason="delete",
+        httpStatuses=[200],
+        requestHeaders=["mcp-protocol-version", "mcp-session-id"],
+        accept=[],
+    )
     return rec
 
 
@@ -294,6 +304,33 @@ def test_stdin_has_no_file_to_point_at(
 # --------------------------------------------------------------------- both
 
 
+def test_real_recordings_validate_and_say_what_the_table_says(
+    junit_schema: xmlschema.XMLSchema, sarif_validator: jsonschema.Draft4Validator
+) -> None:
+    """The agents' and SDKs' own recordings (through the addon, committed), read together."""
+    assert REAL
+    code, rows = table(*REAL)
+    junit = run(*REAL, "--format", "junit")
+    sarif = run(*REAL, "--format", "sarif")
+    assert junit.exit_code == sarif.exit_code == code
+    junit_schema.validate(junit.stdout)
+    cases = {
+        (c.get("classname"), c.get("name")): c for c in ET.fromstring(junit.stdout).iter("testcase")
+    }
+    assert cases.keys() == rows.keys()
+    for key, case in cases.items():
+        _assert_case(case, rows[key])
+    log = json.loads(sarif.stdout)
+    sarif_validator.validate(log)
+    results = log["runs"][0]["results"]
+    assert len(results) == sum(r["verdict"] in ("FAIL", "WARNING") for r in rows.values())
+    names = {p.as_uri() for p in REAL}
+    for res in results:  # each names the one recording that holds its evidence's record
+        (location,) = res["locations"]
+        assert location["physicalLocation"]["artifactLocation"]["uri"] in names
+        assert "relatedLocations" not in res, res
+
+
 @pytest.mark.parametrize("fmt", ["junit", "sarif"])
 def test_output_is_deterministic(two_clients: tuple[Path, Path], fmt: str) -> None:
     good, bad = two_clients
@@ -443,3 +480,17 @@ def test_the_schemas_reject_what_they_should(
     text = formats.junit_xml(rows_of(("a@1", MUST_CHECK, "PASS", None)), RULE)
     with pytest.raises(xmlschema.XMLSchemaValidationError):
         junit_schema.validate(text.replace(f' name="{MUST_CHECK}"', ""))
+
+
+def test_docs_show_the_recipe_end_to_end() -> None:
+    doc = DOC.read_text()
+    section = doc[doc.index("#### Gating CI on verdicts") : doc.index("### `report`")]
+    for step in (
+        'mitmdump -s "$(mcp-layers addon)"',
+        "--set mcp_record_dir=rec",
+        "mcp-layers verdicts rec/ --format junit > verdicts.xml",
+        "mcp-layers verdicts rec/ --format sarif > verdicts.sarif",
+        "github/codeql-action/upload-sarif",
+        "junit: verdicts.xml",  # GitLab's report
+    ):
+        assert step in section, step
