@@ -17,12 +17,11 @@ from typing import Any
 from .jsonrpc import NOT_JSON, same_id, try_loads
 from .notes import Note
 from .record import LAYER_OF, SUCCESSFUL, Layer, NoteCode, Outcome
+from .shapes import INPUT_REQUIRED, ShapeFault, content_block_types, result_fault
 
 __all__ = [
-    "CACHEABLE_METHODS",
     "KNOWN_RESULT_TYPES",
     "LAYER_OF",
-    "REQUIRED_MEMBERS",
     "SUCCESSFUL",
     "Layer",
     "Outcome",
@@ -187,43 +186,7 @@ def _error_fields(answer: object) -> tuple[int | None, str | None]:
     return code, message if isinstance(message, str) else None
 
 
-#: Members a result of these methods must have, and their JSON types (every version
-#: that has the method; the SDK clients refuse a result without them).
-REQUIRED_MEMBERS: dict[str, tuple[tuple[str, type], ...]] = {
-    "initialize": (("protocolVersion", str), ("capabilities", dict), ("serverInfo", dict)),
-    "tools/list": (("tools", list),),
-    "prompts/list": (("prompts", list),),
-    "prompts/get": (("messages", list),),
-    "resources/list": (("resources", list),),
-    "resources/templates/list": (("resourceTemplates", list),),
-    "resources/read": (("contents", list),),
-    "completion/complete": (("completion", dict),),
-}
-
-#: 2026-07-28 cacheable results: they also carry caching directives (`ttlMs` ≥ 0,
-#: `cacheScope` "public" or "private"), both required on the wire.
-CACHEABLE_METHODS = frozenset(
-    {
-        "tools/list",
-        "prompts/list",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "server/discover",
-    }
-)
-
-#: Content block types of a tool result. Not gated by version: clients read every type
-#: whatever the negotiated version (`audio` is 2025-03-26, `resource_link` 2025-06-18).
-_CONTENT_TYPES = frozenset({"text", "image", "resource", "audio", "resource_link"})
-#: Members each content block type must carry as strings (`resource` an object).
-_CONTENT_STRINGS: dict[str, tuple[str, ...]] = {
-    "text": ("text",),
-    "image": ("data", "mimeType"),
-    "audio": ("data", "mimeType"),
-    "resource_link": ("uri", "name"),
-}
-#: A server's content block type is kept in a note at most this long.
+#: A content block's `type` is kept in a note at most this long.
 _MAX_BLOCK_TYPE_CHARS = 40
 
 
@@ -237,53 +200,70 @@ def _result_verdict(method: str, result: object, version: str | None, task: bool
     # Before 2026-07-28 `resultType` is no member of any result: judge as if absent.
     judged_type = result_type if is_modern(version) else "complete"
     if judged_type == "input_required":
-        if not isinstance(result.get("inputRequests"), dict) and not isinstance(
-            result.get("requestState"), str
-        ):
-            # The spec: at least one of inputRequests / requestState MUST be present.
-            why = Note(NoteCode.INPUT_REQUIRED_WITHOUT_REQUESTS)
-            return Verdict(bad, result_type=result_type, note=why)
-        return Verdict(Outcome.INPUT_REQUIRED, result_type=result_type)
-    if not tool:
-        missing = _missing_member(method, result, version)
-        if missing is not None:
-            why = Note(NoteCode.RESULT_MISSING, missing)
-            return Verdict(bad, result_type=result_type, note=why)
-        return Verdict(Outcome.SUCCESS, result_type=result_type)
-    if task and _is_create_task_result(result):
+        return _input_required_verdict(bad, result, result_type, version)
+    if judged_type not in KNOWN_RESULT_TYPES:
+        # 2026-07-28 basic: "A `resultType` of any value unrecognized by the client
+        # MUST be considered invalid."
+        why = Note(NoteCode.RESULT_SHAPE, f"resultType: unknown {str(raw_type)[:40]!r}")
+        return Verdict(bad, result_type=result_type, note=why)
+    if tool and task and _is_create_task_result(result):
         # 2025-11-25: a task-augmented call is answered with the task, not the content.
         return Verdict(Outcome.SUCCESS, result_type=result_type, note=Note(NoteCode.TASK_CREATED))
-    is_error = result.get("isError", False)
-    content = result.get("content")
-    # `content` not a list at all is the outcome's plain meaning: no note needed.
-    fault = _content_fault(content) if isinstance(content, list) else None
-    if (
-        judged_type not in KNOWN_RESULT_TYPES
-        or not isinstance(content, list)
-        or fault is not None
-        or not isinstance(is_error, bool)
-    ):
+    is_error = result.get("isError", False) if tool else None
+    fault = result_fault(method, version, result)
+    if fault is not None:
         return Verdict(
-            Outcome.INVALID_TOOL_RESULT,
+            bad,
             result_type=result_type,
             is_error=is_error if isinstance(is_error, bool) else None,
-            note=fault,
+            note=_shape_note(fault, result, version, tool),
         )
+    if not tool:
+        return Verdict(Outcome.SUCCESS, result_type=result_type)
     outcome = Outcome.TOOL_ERROR if is_error else Outcome.TOOL_SUCCESS
-    return Verdict(outcome, result_type=result_type, is_error=is_error)
+    return Verdict(outcome, result_type=result_type, is_error=bool(is_error))
 
 
-def _missing_member(method: str, result: dict[str, Any], version: str | None) -> str | None:
-    for name, kind in REQUIRED_MEMBERS.get(method, ()):
-        if not isinstance(result.get(name), kind):
-            return name
-    if version is not None and version >= "2026-07-28" and method in CACHEABLE_METHODS:
-        ttl = result.get("ttlMs")
-        if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
-            return "ttlMs"
-        if result.get("cacheScope") not in ("public", "private"):
-            return "cacheScope"
-    return None
+def _input_required_verdict(
+    bad: Outcome, result: dict[str, Any], result_type: str | None, version: str | None
+) -> Verdict:
+    if not isinstance(result.get("inputRequests"), dict) and not isinstance(
+        result.get("requestState"), str
+    ):
+        # The spec: at least one of inputRequests / requestState MUST be present.
+        why = Note(NoteCode.INPUT_REQUIRED_WITHOUT_REQUESTS)
+        return Verdict(bad, result_type=result_type, note=why)
+    fault = result_fault(INPUT_REQUIRED, version, result)
+    if fault is not None:
+        return Verdict(
+            bad, result_type=result_type, note=Note(NoteCode.RESULT_SHAPE, fault.detail())
+        )
+    return Verdict(Outcome.INPUT_REQUIRED, result_type=result_type)
+
+
+def _shape_note(
+    fault: ShapeFault, result: dict[str, Any], version: str | None, tool: bool
+) -> Note | None:
+    """The note that says where a result departs from its shape.
+
+    A member of the result itself missing or of the wrong type keeps its short form
+    (`result_missing:<member>`; for a tool result, `content` not an array or `isError`
+    not a boolean is the outcome's plain meaning: no note); a content block says its
+    type; anything deeper says its path (`result_shape:tools/0/inputSchema: missing`).
+    """
+    path = fault.path
+    if len(path) == 1:
+        if tool and path[0] in ("content", "isError"):
+            return None
+        if not tool or fault.reason == "missing":
+            return Note(NoteCode.RESULT_MISSING, str(path[0]))
+    if tool and len(path) >= 2 and path[0] == "content" and isinstance(path[1], int):
+        block = result["content"][path[1]]
+        kind = block.get("type") if isinstance(block, dict) else None
+        if isinstance(kind, str) and kind in content_block_types(version):
+            return Note(NoteCode.MALFORMED_CONTENT_BLOCK, kind)
+        return Note(NoteCode.UNKNOWN_CONTENT_BLOCK, str(kind)[:_MAX_BLOCK_TYPE_CHARS])
+    return Note(NoteCode.RESULT_SHAPE, fault.detail())
 
 
 def _is_create_task_result(result: dict[str, Any]) -> bool:
@@ -293,17 +273,3 @@ def _is_create_task_result(result: dict[str, Any]) -> bool:
         and isinstance(task.get("taskId"), str)
         and isinstance(task.get("status"), str)
     )
-
-
-def _content_fault(content: list[Any]) -> Note | None:
-    """Why a tool result's `content` list holds a block a client refuses, or None."""
-    for block in content:
-        kind = block.get("type") if isinstance(block, dict) else None
-        if not isinstance(block, dict) or not isinstance(kind, str) or kind not in _CONTENT_TYPES:
-            return Note(NoteCode.UNKNOWN_CONTENT_BLOCK, str(kind)[:_MAX_BLOCK_TYPE_CHARS])
-        strings = _CONTENT_STRINGS.get(kind, ())
-        if any(not isinstance(block.get(name), str) for name in strings) or (
-            kind == "resource" and not isinstance(block.get("resource"), dict)
-        ):
-            return Note(NoteCode.MALFORMED_CONTENT_BLOCK, kind)
-    return None

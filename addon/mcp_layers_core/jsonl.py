@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import re
 import time
@@ -33,8 +34,29 @@ from typing import IO, Any
 
 
 def _stdlib_line(record: dict[str, Any]) -> bytes:
-    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=repr)
+    try:
+        text = _stdlib_text(record)
+    except ValueError:
+        # A number past double range (an id of `1e400`, read as infinity) has no JSON
+        # spelling: written null, as orjson writes it.
+        text = _stdlib_text(_finite(record))
     return text.encode("utf-8") + b"\n"
+
+
+def _stdlib_text(record: object) -> str:
+    return json.dumps(
+        record, separators=(",", ":"), ensure_ascii=False, default=repr, allow_nan=False
+    )
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 try:

@@ -40,28 +40,54 @@ META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
 def try_loads(data: bytes | str) -> Any:
     """Decode JSON, or return `NOT_JSON`. Never raises (deep nesting included).
 
-    Ids are exact whatever their size: orjson reads an integer past 64 bits as a float,
-    which would change a JSON-RPC id (two ids one apart become equal), so a message
-    whose id came out a float is decoded again by the stdlib, which keeps integers exact.
+    Valid JSON is decoded whatever the fast parser's limits: orjson refuses a number past
+    double range (`1e400`) and reads an integer past 64 bits as a float, which would
+    change a JSON-RPC id (two ids one apart become equal) or an error code. The
+    standard library reads both as JSON has them (integers exact, `1e400` as infinity,
+    as JavaScript's `JSON.parse` and Python's `json` do in the SDK clients), so a text
+    orjson refused, or whose id or error code came out a float, is decoded again by it.
     Checking the decoded id costs nothing per event; scanning the text would not.
     """
     try:
         value = _loads(data)
-        if _loads is not json.loads and _float_id(value):
-            return json.loads(data)
-        return value
     except _DECODE_ERRORS:
-        return NOT_JSON
+        return _exact_loads(data) if _loads is not json.loads else NOT_JSON
     except (RecursionError, ValueError, TypeError):  # the stdlib on deep or odd input
         return NOT_JSON
+    if _loads is not json.loads and _lossy(value):
+        return _exact_loads(data)
+    return value
 
 
-def _float_id(value: object) -> bool:
+def _reject_constant(name: str) -> Any:
+    """`NaN`, `Infinity` and `-Infinity` are Python's extensions, not JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def _exact_loads(data: bytes | str) -> Any:
+    """The standard library's reading of a JSON text, or `NOT_JSON`: strict UTF-8 (the
+    stdlib would also guess UTF-16 and UTF-32, which no client reads), no NaN."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text, parse_constant=_reject_constant)
+    except (RecursionError, ValueError, TypeError):
+        return NOT_JSON
+
+
+def _lossy(value: object) -> bool:
+    """Did the fast parser round an id or an error code (a float where JSON had one)?"""
     if isinstance(value, dict):
-        return isinstance(value.get("id"), float)
+        return _lossy_message(value)
     if isinstance(value, list):
-        return any(isinstance(m, dict) and isinstance(m.get("id"), float) for m in value)
+        return any(isinstance(m, dict) and _lossy_message(m) for m in value)
     return False
+
+
+def _lossy_message(msg: dict[str, Any]) -> bool:
+    if isinstance(msg.get("id"), float):
+        return True
+    error = msg.get("error")
+    return isinstance(error, dict) and isinstance(error.get("code"), float)
 
 
 def is_request(msg: object) -> bool:

@@ -46,7 +46,11 @@ INPUT_REQUIRED = {
         "inputRequests": {
             "approval": {
                 "method": "elicitation/create",
-                "params": {"mode": "form", "message": "synthetic input"},
+                "params": {
+                    "mode": "form",
+                    "message": "synthetic input",
+                    "requestedSchema": {"type": "object", "properties": {}},
+                },
             }
         },
     },
@@ -260,11 +264,17 @@ def test_batches_only_in_2025_03_26() -> None:
 def test_required_members_and_2026_cache_directives() -> None:
     bare = {"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}
     assert classify_answer("tools/list", 1, bare, version="2025-11-25").outcome is Outcome.SUCCESS
-    assert classify_answer("tools/list", 1, bare, version="2026-07-28") == Verdict(
-        Outcome.INVALID_RESULT, result_type="complete", note=Note("result_missing", "ttlMs")
+    modern = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "resultType": "complete"}}
+    assert classify_answer("tools/list", 1, modern, version="2026-07-28") == Verdict(
+        Outcome.INVALID_RESULT, result_type="complete", note=Note("result_missing", "cacheScope")
     )
+    modern["result"]["cacheScope"] = "public"
+    assert classify_answer("tools/list", 1, modern, version="2026-07-28").note == Note(
+        "result_missing", "ttlMs"
+    )
+    # Members are checked in the schema's order (alphabetical in every published schema).
     empty = {"jsonrpc": "2.0", "id": 1, "result": {}}
-    assert classify_answer("initialize", 1, empty).note == Note("result_missing", "protocolVersion")
+    assert classify_answer("initialize", 1, empty).note == Note("result_missing", "capabilities")
 
 
 def test_big_ids_stay_exact() -> None:

@@ -212,7 +212,15 @@ def test_mrtr_continuation_is_not_a_retry() -> None:
             1,
             resultType="input_required",
             requestState="s1",
-            inputRequests={"ok": {"method": "elicitation/create", "params": {}}},
+            inputRequests={
+                "ok": {
+                    "method": "elicitation/create",
+                    "params": {
+                        "message": "m",
+                        "requestedSchema": {"type": "object", "properties": {}},
+                    },
+                }
+            },
         ),
     )
     follow = rpc(
@@ -277,7 +285,15 @@ def test_2024_11_05_posts_are_answered_on_the_endpoint_stream() -> None:
     r.t.handle(ResponseStarted(f, r.tick(), 202, {"content-type": "text/plain"}))
     assert r.t.handle(ResponseBody(f, r.tick(), b"", 0)) == []  # parked: answer comes on the GET
     (init,) = r.chunk(
-        get, event(result(0, protocolVersion="2024-11-05", capabilities={}, serverInfo={}))
+        get,
+        event(
+            result(
+                0,
+                protocolVersion="2024-11-05",
+                capabilities={},
+                serverInfo={"name": "s", "version": "1"},
+            )
+        ),
     )
     assert (init["outcome"], init["httpStatuses"], init["protocolVersion"]) == (
         "SUCCESS",
@@ -396,7 +412,13 @@ def test_subscription_listen_is_marked_long_lived() -> None:
         f,
         [
             event({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged"}),
-            event(result(1, resultType="complete")),
+            event(
+                result(
+                    1,
+                    resultType="complete",
+                    _meta={"io.modelcontextprotocol/subscriptionId": 1},
+                )
+            ),
         ],
     )
     assert rec["outcome"] == "SUCCESS" and "subscription" in rec["notes"]
