@@ -124,11 +124,15 @@ OUTCOMES: Final[dict[Outcome, OutcomeInfo]] = {
     ),
     Outcome.INVALID_TOOL_RESULT: OutcomeInfo(
         Layer.PROTOCOL,
-        "`tools/call` result not an object, unknown `resultType`, `content` not an array of "
-        "valid content blocks (note `unknown_content_block:<type>` or "
-        "`malformed_content_block:<type>`), `isError` present but not boolean, an "
-        "`input_required` result with neither `inputRequests` nor `requestState` (note "
-        "`input_required_without_requests`)",
+        "`tools/call` result that does not fit the negotiated version's `CallToolResult` "
+        "schema at any depth (spec/schema/<version>/schema.json; docs/record-format.md, "
+        "Result shapes): not an object, an unknown `resultType`, `content` not an array, a "
+        "content block of no known type (note `unknown_content_block:<type>`) or not of its "
+        "type's shape (note `malformed_content_block:<type>`: a `resource` without `uri` and "
+        "one of `text`/`blob`, an `annotations.priority` outside 0..1, …), `isError` not a "
+        "boolean, `structuredContent` or `_meta` not an object (note `result_shape:<path>: "
+        "<why>`); an `input_required` result with neither `inputRequests` nor `requestState` "
+        "(note `input_required_without_requests`)",
     ),
     Outcome.TOOL_ERROR: OutcomeInfo(Layer.APPLICATION, "`tools/call` with `isError: true`"),
     Outcome.TOOL_SUCCESS: OutcomeInfo(
@@ -144,13 +148,14 @@ OUTCOMES: Final[dict[Outcome, OutcomeInfo]] = {
     ),
     Outcome.INVALID_RESULT: OutcomeInfo(
         Layer.PROTOCOL,
-        "any other method: the result is not an object, lacks a member its method requires "
-        "(note `result_missing:<member>`: `initialize` needs `protocolVersion`, "
-        "`capabilities`, `serverInfo`; `tools/list` `tools`; `prompts/list` `prompts`; "
-        "`prompts/get` `messages`; `resources/list` `resources`; `resources/templates/list` "
-        "`resourceTemplates`; `resources/read` `contents`; `completion/complete` "
-        "`completion`; 2026-07-28 cacheable results also `ttlMs` and `cacheScope`), or is an "
-        "`input_required` result with neither `inputRequests` nor `requestState`",
+        "any other method: the result does not fit its method's result schema of the "
+        "negotiated version at any depth: not an object, a member it requires missing or "
+        "of the wrong JSON type (note `result_missing:<member>`: `initialize` needs "
+        "`protocolVersion`, `capabilities`, `serverInfo`; 2026-07-28 results `resultType`, "
+        "cacheable ones `ttlMs` and `cacheScope`; …), or something deeper (note "
+        "`result_shape:<path>: <why>`: `serverInfo/version: missing`, "
+        "`tools/0/inputSchema: missing`, …); or an `input_required` result with neither "
+        "`inputRequests` nor `requestState`",
     ),
 }
 
@@ -231,6 +236,7 @@ class NoteCode(StrEnum):
     RESULT_MISSING = "result_missing"
     UNKNOWN_CONTENT_BLOCK = "unknown_content_block"
     MALFORMED_CONTENT_BLOCK = "malformed_content_block"
+    RESULT_SHAPE = "result_shape"
     INPUT_REQUIRED_WITHOUT_REQUESTS = "input_required_without_requests"
     TASK_CREATED = "task_created"
     REQUEST_BOM = "request_bom"
@@ -292,8 +298,13 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     "requires (or has it with the wrong JSON type)",
     NoteCode.UNKNOWN_CONTENT_BLOCK: "`:<type>` `INVALID_TOOL_RESULT`: a content block of no known "
     "type (cut to 40 characters)",
-    NoteCode.MALFORMED_CONTENT_BLOCK: "`:<type>` `INVALID_TOOL_RESULT`: a content block without "
-    "the string members its type requires",
+    NoteCode.MALFORMED_CONTENT_BLOCK: "`:<type>` `INVALID_TOOL_RESULT`: a content block that "
+    "does not fit its type's shape at some depth (a member missing or of the wrong type, a "
+    "`resource` without `uri` and `text`/`blob`, an annotation out of range)",
+    NoteCode.RESULT_SHAPE: "`:<path>: <why>` `INVALID_RESULT`/`INVALID_TOOL_RESULT`: where "
+    "below its first level the result departs from its method's result schema "
+    "(`tools/0/inputSchema: missing`; cut to 120 characters), or `resultType: unknown "
+    "'<value>'` (2026-07-28: an unrecognised `resultType` MUST be considered invalid)",
     NoteCode.INPUT_REQUIRED_WITHOUT_REQUESTS: "an `input_required` result with neither "
     "`inputRequests` nor `requestState` (the spec requires one)",
     NoteCode.TASK_CREATED: "2025-11-25: a task-augmented `tools/call` answered with the task "
