@@ -186,7 +186,7 @@ COLUMNS: Final = (
     "notes",
     "negotiation",
     "injected",
-    "client",
+    "server",
 )
 
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between
@@ -209,24 +209,54 @@ RECONNECT_GRACE_MS: Final = 2000
 MAX_EVIDENCE: Final = 3
 
 
+#: A re-initialisation is linked to the 404 that lost a session only when it starts
+#: within this many ms of it: a client restarted an hour later also begins with an
+#: `initialize`, and the recording cannot tell the two apart. The same window bounds how
+#: long a client is watched for its next move after a 404, a 405 or a re-initialisation.
+SESSION_LINK_MS: Final = 30_000
+
+#: Methods the model (or the user) chooses to call: a repeat of one under a new id may be
+#: the model's decision, not the client's transport retrying.
+MODEL_METHODS: Final = ("tools/call", "resources/read", "prompts/get")
+
+#: Why such a repeat is not graded (model turns are not on the recording).
+MODEL_REPEAT: Final = (
+    "a re-call of a tool may be the model's decision; model turns are not on this recording"
+)
+
+#: SQL over `r`: the record's session is one the server issued. Where a server issues
+#: none, the addon stands the client in with a `c-` pseudonym (record.py, `session`; the
+#: OTel export reads it the same way); under `mcp_raw_session_ids` a server's own id is
+#: kept as is, so the test is the stand-in's prefix, not the hash's `s-`.
+ISSUED: Final = "(session IS NOT NULL AND NOT starts_with(session, 'c-'))"
+
+
 def base(filters: Filters) -> str:
     """The records with what every rule reads: the session's client, start and end in ms,
-    the last HTTP status, whether the filters match, and the input order."""
+    the last HTTP status, whether the filters match, the input order, and when the
+    recording (its input file) ends."""
     return f"""r AS (
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, ts, session, method, outcome,
     protocolVersion AS pv, httpStatuses, sse, retryOrigin, retryOf, retryDelayMs,
     retryAfterMs, retryAfterHonored, previousSession, endReason, requestHeaders, accept,
-    eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario, injected,
+    eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario, injected, server,
     coalesce(max(client) OVER (PARTITION BY {SOURCE}, session), '(unknown client)') AS cl,
+    {ISSUED} AS issued,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP))
       + CAST(coalesce(streamClosedMs, durationMs, 0) AS BIGINT) AS tcut,
+    max(epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT))
+      OVER (PARTITION BY {SOURCE}) AS tend,
     httpStatuses[len(httpStatuses)] AS status,
     coalesce(list_contains(notes, 'proxy_shutdown'), FALSE) AS shutdown,
     -- a POST's stream that ended before its record did (the request waited on for a
     -- resumption): not cut by the proxy stopping, even when the record says it stopped
     coalesce(streamClosedMs < durationMs, FALSE) AS closed_early,
+    -- a message the client sent: a POST, a GET, a DELETE (a session end with the
+    -- request's headers; the proxy's own ends have none)
+    (kind IN ('request', 'notification', 'response', 'stream')
+      OR (kind = 'session_end' AND (endReason IS NULL OR endReason = 'delete'))) AS sent,
     {queries.matched(filters)} AS m
   FROM {TABLE}
 )"""
@@ -237,22 +267,282 @@ def _at(alias: str) -> str:
     return f"'#' || {alias}.id || ' at ' || substr({alias}.ts, 12, 12)"
 
 
+def _ms(expr: str) -> str:
+    """SQL: a duration in ms as text."""
+    return f"CAST(CAST(round({expr}) AS BIGINT) AS VARCHAR) || ' ms'"
+
+
 # A stream the client lost before its answer: a POST's SSE answer without its final
 # response, or a GET stream, that carried event ids; ended by the server or the network,
 # not by the proxy stopping.
 _CUT = """(c.eventIds AND (NOT c.shutdown OR c.closed_early) AND c.sse IS NOT NULL
    AND ((c.kind = 'request' AND (NOT c.sse.final OR c.sse.resumed)) OR c.kind = 'stream'))"""
 
-# The first GET stream of the same session opened after the cut stream ended.
+# The first GET stream of the same recording and session opened after the cut stream
+# ended.
 _NEXT_GET = """(SELECT g.id, g.ts, g.t0, g.requestHeaders FROM r g
    WHERE g.src = c.src AND g.session = c.session AND g.kind = 'stream' AND g.t0 >= c.tcut - 5
      AND g.seq <> c.seq
    ORDER BY g.t0, g.seq LIMIT 1)"""
 
+# The `initialize` that re-initialises after the 404 `l`: the one the addon linked to the
+# lost session (`previousSession`: the same client address, user agent and name), or,
+# where the recording has no link (older recordings), one by a client of the same name on
+# the same server; either way within SESSION_LINK_MS of the 404, in the same recording.
+_REINIT = f"""(SELECT i.id, i.ts, i.t0, i.requestHeaders, i.session, i.outcome FROM r i
+   WHERE i.src = l.src AND i.kind = 'request' AND i.method = 'initialize'
+     AND i.t0 >= l.t0 - 5 AND i.t0 <= l.t0 + {SESSION_LINK_MS}
+     AND (i.previousSession = l.session
+          OR (i.previousSession IS NULL AND i.cl = l.cl AND i.server = l.server))
+   ORDER BY i.previousSession = l.session DESC, i.t0, i.seq LIMIT 1)"""
+
+# The client's first message to the same server within SESSION_LINK_MS after the 404 `l`,
+# in the same recording.
+_MOVE_AFTER_404 = f"""(SELECT n.id, n.ts, n.t0, n.kind, n.method, n.session FROM r n
+   WHERE n.src = l.src AND n.cl = l.cl AND n.server = l.server AND n.sent
+     AND n.t0 >= l.t0 AND n.t0 <= l.t0 + {SESSION_LINK_MS} AND n.seq <> l.seq
+     -- not the request the 404 answered (it may start in the same millisecond)
+     AND NOT (n.session = l.session AND coalesce(list_contains(n.notes, 'session_lost'), FALSE))
+   ORDER BY n.t0, n.seq LIMIT 1)"""
+
+# A later `initialize` the addon linked to the lost session, past the window.
+_LATE_REINIT = f"""(SELECT i.id, i.t0 FROM r i
+   WHERE i.src = l.src AND i.kind = 'request' AND i.method = 'initialize'
+     AND i.previousSession = l.session AND i.t0 > l.t0 + {SESSION_LINK_MS}
+   ORDER BY i.t0 LIMIT 1)"""
+
+
+def _renegotiate_sql() -> str:
+    """A 404 on a session: did the client start a new one, without the old id?"""
+    return f"""
+SELECT l.src, l.cl AS client,
+  CASE WHEN i.id IS NOT NULL THEN
+         CASE WHEN i.requestHeaders IS NULL THEN NULL
+              ELSE NOT list_contains(i.requestHeaders, 'mcp-session-id') END
+       -- it carried on (or left) without a new session
+       WHEN n.id IS NOT NULL THEN FALSE
+       -- re-initialised later: a lazy re-initialisation and a restart look alike
+       WHEN z.id IS NOT NULL THEN NULL
+       -- silent: a failure only if the recording watched it for the whole window
+       ELSE CASE WHEN l.tend >= l.t0 + {SESSION_LINK_MS} THEN FALSE END END AS ok,
+  l.id, l.ts,
+  'session lost ' || {_at("l")} || ': ' || CASE
+    WHEN i.id IS NOT NULL THEN 'initialize ' || {_at("i")} ||
+      CASE WHEN i.requestHeaders IS NULL THEN ', its request headers were not recorded'
+           WHEN list_contains(i.requestHeaders, 'mcp-session-id')
+             THEN ' still carried a session id' ELSE ' without a session id' END
+    WHEN n.id IS NOT NULL THEN 'no initialize; the client went on with '
+      || coalesce(n.method, CASE n.kind WHEN 'stream' THEN 'GET' WHEN 'session_end'
+         THEN 'DELETE' ELSE n.kind END) || ' ' || {_at("n")}
+      || ' (session ' || coalesce(n.session, '?') || ')'
+    WHEN z.id IS NOT NULL THEN 'initialize #' || z.id || ' came ' || {_ms("z.t0 - l.t0")}
+      || ' later, past the ' || {SESSION_LINK_MS // 1000} || ' s window: a lazy '
+      || 're-initialisation and a restarted client look alike'
+    WHEN l.tend >= l.t0 + {SESSION_LINK_MS} THEN 'no initialize, and nothing else from the '
+      || 'client, in the ' || {SESSION_LINK_MS // 1000} || ' s after it'
+    ELSE 'the recording ends ' || {_ms("l.tend - l.t0")} || ' after it, before the client '
+      || 'was seen again' END AS evidence
+FROM r l
+LEFT JOIN LATERAL {_REINIT} i ON TRUE
+LEFT JOIN LATERAL {_MOVE_AFTER_404} n ON TRUE
+LEFT JOIN LATERAL {_LATE_REINIT} z ON TRUE
+WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found'"""
+
+
+def _continues_sql() -> str:
+    """A re-initialisation after a 404 (linked as `_renegotiate_sql` links it): did the
+    client carry on in the new session?"""
+    return f"""
+SELECT l.src, l.cl AS client,
+  CASE WHEN n.id IS NOT NULL THEN TRUE
+       WHEN l.tend >= i.t0 + {SESSION_LINK_MS} THEN FALSE END AS ok,
+  i.id, i.ts,
+  'session lost ' || {_at("l")} || ', new session ' || i.session || ' ' || {_at("i")} ||
+    CASE WHEN n.id IS NOT NULL THEN ': then ' || coalesce(n.method, '?') || ' ' || {_at("n")}
+         WHEN l.tend >= i.t0 + {SESSION_LINK_MS}
+           THEN ': no request followed in it within ' || {SESSION_LINK_MS // 1000} || ' s'
+         ELSE ': the recording ends ' || {_ms("l.tend - i.t0")} || ' after it' END
+    AS evidence
+FROM r l
+JOIN LATERAL {_REINIT} i ON TRUE
+LEFT JOIN LATERAL (
+  SELECT n.id, n.ts, n.method FROM r n
+  WHERE n.src = l.src AND n.session = i.session AND n.t0 >= i.t0 AND n.id <> i.id
+    AND n.kind = 'request' AND n.method <> 'initialize'
+  ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
+WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found' AND i.outcome = 'SUCCESS'"""
+
+
+def _graceful_sql(cut_next: str) -> str:
+    """A POST's stream the server closed cleanly before its answer: did a GET follow?"""
+    wait = f"greatest({RECONNECT_GRACE_MS}, coalesce(retryMs, 0) * {VERY_LATE_FACTOR})"
+    return f"""
+SELECT src, client,
+  CASE WHEN next_id IS NOT NULL THEN TRUE WHEN tend >= t1 + {wait} THEN FALSE END AS ok,
+  id, ts,
+  'stream #' || id || ' at ' || substr(ts, 12, 12) || ' closed (' || how || ') before '
+    || 'its answer; ' || CASE WHEN next_id IS NOT NULL
+      THEN 'GET #' || next_id || ' after ' || (next_t0 - t1) || ' ms'
+    WHEN tend >= t1 + {wait} THEN 'no GET followed'
+    ELSE 'the recording ends ' || (tend - t1) || ' ms after, before a GET was due' END
+    AS evidence
+FROM ({cut_next}) WHERE m AND kind = 'request' AND (NOT final OR resumed)
+  AND how IN ('complete', 'eof')"""
+
+
+def _reconnect_after_cut_sql() -> str:
+    """A GET stream the far side ended while the session went on: was it reopened?"""
+    return f"""
+SELECT c.src, c.cl AS client,
+  CASE WHEN n.id IS NOT NULL THEN TRUE WHEN a.id IS NOT NULL THEN FALSE END AS ok, c.id, c.ts,
+  'GET stream ' || {_at("c")} || CASE WHEN c.injected.action = 'idle_cut'
+    THEN ' cut by the proxy (' || c.injected.rule || ')' ELSE ' ended (' || c.sse."end" || ')'
+    END || ' after ' || CAST(round(c.tcut - c.t0) AS BIGINT) || ' ms; ' ||
+    CASE WHEN n.id IS NOT NULL
+      THEN 'GET #' || n.id || ' after ' || (n.t0 - c.tcut) || ' ms' ||
+        CASE WHEN list_contains(n.requestHeaders, 'last-event-id')
+          THEN ' with Last-Event-ID' ELSE '' END
+    WHEN a.id IS NOT NULL THEN 'no GET followed, while the session went on (#' || a.id || ')'
+    ELSE 'no GET followed, and nothing else of the session: the client may have been '
+      || 'leaving' END AS evidence
+FROM r c LEFT JOIN LATERAL {_NEXT_GET} n ON TRUE
+LEFT JOIN LATERAL (
+  SELECT a.id FROM r a
+  WHERE a.src = c.src AND a.session = c.session AND a.sent AND a.kind <> 'stream'
+    AND a.t0 > c.tcut
+  ORDER BY a.t0, a.seq LIMIT 1) a ON TRUE
+WHERE c.m AND c.kind = 'stream' AND c.status BETWEEN 200 AND 299 AND NOT c.shutdown
+  AND c.sse IS NOT NULL AND coalesce(c.pv, '') >= '2025-03-26'
+  -- Ended by the far side. A GET that ended `error` unmarked may be the client's own
+  -- hang-up: the recording cannot tell, so it is not judged.
+  AND (c.sse."end" IN ('eof', 'complete') OR coalesce(c.injected.action, '') = 'idle_cut')
+  AND NOT EXISTS (
+    SELECT 1 FROM r e WHERE e.src = c.src AND e.session = c.session
+      AND e.kind = 'session_end' AND e.t0 <= c.tcut
+        + greatest({RECONNECT_GRACE_MS}, coalesce(c.retryMs, 0) * {VERY_LATE_FACTOR}))"""
+
+
+def _retry_after_sql() -> str:
+    """A retry of a 429/503 that carried `Retry-After`: did the client wait? Only the
+    client's own transport retries: a resend of the same message, or a repeat of a method
+    the model does not choose."""
+    model = ", ".join(f"'{m}'" for m in MODEL_METHODS)
+    by_model = (
+        f"(coalesce(r.retryOrigin, 'none') <> 'resend' AND coalesce(r.method, '') IN ({model}))"
+    )
+    return f"""
+SELECT r.src, r.cl AS client,
+  CASE WHEN {by_model} THEN NULL ELSE r.retryAfterHonored END AS ok, r.id, r.ts,
+  {_at("r")} || ' ' || coalesce(r.retryOrigin, '?') || ' of #'
+    || coalesce(CAST(r.retryOf AS VARCHAR), '?') || ' after '
+    || coalesce(CAST(round(r.retryDelayMs) AS BIGINT) || ' ms', '?') || ', asked '
+    || coalesce(CAST(p.retryAfterMs AS VARCHAR) || ' ms', '?') ||
+    CASE WHEN {by_model} THEN ': not graded, ' || coalesce(r.method, '') || ' under a new id: '
+      || {queries.literal(MODEL_REPEAT)} ELSE '' END AS evidence
+FROM r LEFT JOIN r p ON p.src = r.src AND p.id = r.retryOf
+WHERE r.m AND r.retryAfterHonored IS NOT NULL"""
+
+
+def _get_405_sql() -> str:
+    """A GET answered 405: did the client carry on with POSTs, or give the session up?"""
+    return f"""
+SELECT g.src, g.cl AS client,
+  CASE WHEN n.id IS NOT NULL THEN TRUE WHEN q.id IS NOT NULL THEN FALSE END AS ok, g.id, g.ts,
+  'GET ' || {_at("g")} || ' answered 405; ' || CASE
+    WHEN n.id IS NOT NULL THEN 'then ' || coalesce(n.method, n.kind) || ' ' || {_at("n")}
+    WHEN q.id IS NOT NULL THEN 'then it gave the session up: '
+      || CASE WHEN q.kind = 'session_end' THEN 'DELETE' ELSE 'initialize' END || ' '
+      || {_at("q")}
+    ELSE 'no POST followed, and the client did not give the session up: it may have had '
+      || 'nothing more to ask' END AS evidence
+FROM r g LEFT JOIN LATERAL (
+  SELECT n.id, n.ts, n.method, n.kind FROM r n
+  WHERE n.src = g.src AND n.session = g.session AND n.seq > g.seq AND n.kind = 'request'
+  ORDER BY n.seq LIMIT 1) n ON TRUE
+LEFT JOIN LATERAL (
+  SELECT q.id, q.ts, q.kind FROM r q
+  WHERE q.src = g.src AND q.cl = g.cl AND q.server = g.server AND q.t0 >= g.t0
+    AND q.t0 <= g.t0 + {SESSION_LINK_MS}
+    AND ((q.kind = 'session_end' AND q.session = g.session AND q.sent)
+         OR (q.kind = 'request' AND q.method = 'initialize'))
+  ORDER BY q.t0, q.seq LIMIT 1) q ON TRUE
+WHERE g.m AND g.kind = 'stream' AND g.status = 405"""
+
+
+def _initialized_sql() -> str:
+    """A successful `initialize`: did `notifications/initialized` follow in its session?"""
+    return f"""
+SELECT i.src, i.cl AS client,
+  CASE WHEN n.id IS NOT NULL THEN TRUE WHEN o.id IS NOT NULL THEN FALSE END AS ok,
+  i.id, i.ts,
+  'initialize ' || {_at("i")} || CASE
+    WHEN n.id IS NOT NULL THEN ': initialized ' || {_at("n")}
+    WHEN o.id IS NOT NULL THEN ': no notifications/initialized; the client went on with '
+      || coalesce(o.method, o.kind) || ' ' || {_at("o")}
+    ELSE ': nothing followed in its session' END AS evidence
+FROM r i LEFT JOIN LATERAL (
+  SELECT n.id, n.ts FROM r n
+  WHERE n.src = i.src AND n.session = i.session AND n.seq > i.seq
+    AND n.kind = 'notification' AND n.method = 'notifications/initialized'
+  ORDER BY n.seq LIMIT 1) n ON TRUE
+LEFT JOIN LATERAL (
+  SELECT o.id, o.ts, o.method, o.kind FROM r o
+  WHERE o.src = i.src AND o.session = i.session AND o.t0 >= i.t1 - 5 AND o.sent
+    AND o.seq <> i.seq AND coalesce(o.method, '') <> 'notifications/initialized'
+  ORDER BY o.t0, o.seq LIMIT 1) o ON TRUE
+WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SUCCESS'
+  AND coalesce(i.pv, '') NOT LIKE '2026%'"""
+
+
+def _delete_sql() -> str:
+    """A session the server issued: did the client DELETE it when done with it?
+
+    A DELETE the client sent counts, whatever it was answered. Without one, the client
+    missed it only if it was shown to be done with the session: its last exchange of the
+    session ended with the client hanging up (`error`, not the proxy stopping nor a
+    fault), or it carried on in a later session to the same server. A session the proxy
+    ended (idle, evicted, its own shutdown) proves neither; one the server ended (404)
+    needs no DELETE."""
+    return f"""
+SELECT s.src, s.cl AS client,
+  CASE WHEN s.delete_id IS NOT NULL THEN TRUE
+       WHEN s.hung_up OR o.id IS NOT NULL THEN FALSE END AS ok,
+  s.first_id AS id, s.first_ts AS ts,
+  'session ' || s.session || CASE
+    WHEN s.delete_id IS NOT NULL THEN ': DELETE #' || s.delete_id || ' ('
+      || coalesce(CAST(s.delete_status AS VARCHAR), 'unanswered') || ')'
+    WHEN s.hung_up THEN ': no DELETE; the client hung up its last exchange #' || s.last_id
+      || ' (' || s.last_end || ') and sent nothing more'
+    WHEN o.id IS NOT NULL THEN ': no DELETE; the client went on in session ' || o.session
+      || ' (' || {_at("o")} || ')'
+    ELSE ': no DELETE, but nothing shows the client was done with it (ended '
+      || coalesce(s.end_reason, 'unseen') || ')' END AS evidence
+FROM (
+  SELECT src, session, any_value(cl) AS cl, any_value(server) AS server,
+    bool_or(m) AS m, min(id) AS first_id, min(ts) AS first_ts,
+    min(id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_id,
+    arg_min(status, id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_status,
+    bool_or(kind = 'session_end' AND endReason = 'not_found') AS lost,
+    arg_max(endReason, seq) FILTER (WHERE endReason IS NOT NULL) AS end_reason,
+    max(t1) FILTER (WHERE sent) AS last_t1,
+    arg_max(id, t1) FILTER (WHERE sent) AS last_id,
+    arg_max(sse."end", t1) FILTER (WHERE sent) AS last_end,
+    coalesce(arg_max(sse."end" = 'error' AND NOT shutdown
+        AND injected IS NULL, t1) FILTER (WHERE sent), FALSE) AS hung_up
+  FROM r WHERE issued
+  GROUP BY src, session) s
+LEFT JOIN LATERAL (
+  SELECT o.id, o.ts, o.session FROM r o
+  WHERE o.src = s.src AND o.cl = s.cl AND o.server = s.server AND o.issued
+    AND o.session <> s.session AND o.sent AND o.t0 > s.last_t1
+  ORDER BY o.t0, o.seq LIMIT 1) o ON TRUE
+WHERE s.m AND (s.delete_id IS NOT NULL OR NOT s.lost)"""
+
 
 def _rules() -> tuple[Rule, ...]:
     cut_next = f"""
-  SELECT c.src, c.cl AS client, c.id, c.ts, c.m, c.tcut AS t1, c.retryMs, n.id AS next_id,
+  SELECT c.src, c.cl AS client, c.id, c.kind, c.ts, c.m, c.tcut AS t1, c.tend, c.retryMs,
+    n.id AS next_id,
     n.ts AS next_ts,
     n.t0 AS next_t0, n.requestHeaders AS next_headers, c.sse.final AS final, c.sse."end" AS how,
     coalesce(c.sse.resumed, FALSE) AS resumed
@@ -265,23 +555,7 @@ def _rules() -> tuple[Rule, ...]:
             "Transport: Session Management",
             Level.MUST,
             "after a 404 on its session, start a new session: `initialize` without a session id",
-            f"""
-SELECT l.src, l.cl AS client,
-  CASE WHEN i.id IS NULL THEN FALSE
-       WHEN i.requestHeaders IS NULL THEN TRUE
-       ELSE NOT list_contains(i.requestHeaders, 'mcp-session-id') END AS ok,
-  l.id, l.ts,
-  'session lost ' || {_at("l")} || CASE WHEN i.id IS NULL
-    THEN ': no initialize followed'
-    ELSE ': initialize ' || {_at("i")} ||
-      CASE WHEN list_contains(i.requestHeaders, 'mcp-session-id')
-        THEN ' still carried a session id' ELSE '' END END AS evidence
-FROM r l LEFT JOIN LATERAL (
-  SELECT i.id, i.ts, i.requestHeaders FROM r i
-  WHERE i.src = l.src AND i.seq > l.seq AND i.kind = 'request' AND i.method = 'initialize'
-    AND (i.previousSession = l.session OR i.cl = l.cl)
-  ORDER BY i.seq LIMIT 1) i ON TRUE
-WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found'""",
+            _renegotiate_sql(),
             url=_spec("2025-03-26", "transports", "session-management"),
             quote=SESSION_404,
             evidence=(
@@ -297,20 +571,7 @@ WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found'""",
             "Transport: Session Management",
             Level.SHOULD,
             "after re-initialising, carry on in the new session (the work the 404 interrupted)",
-            f"""
-SELECT i.src, i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
-  'new session ' || {_at("i")} || CASE WHEN n.id IS NULL
-    THEN ': no request followed in it'
-    ELSE ': then ' || coalesce(n.method, '?') || ' ' || {_at("n")} END AS evidence
-FROM r i LEFT JOIN LATERAL (
-  SELECT n.id, n.ts, n.method FROM r n
-  WHERE n.src = i.src AND n.session = i.session AND n.seq > i.seq AND n.kind = 'request'
-    AND n.method <> 'initialize'
-  ORDER BY n.seq LIMIT 1) n ON TRUE
-WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SUCCESS'
-  AND (i.previousSession IS NOT NULL OR EXISTS (
-    SELECT 1 FROM r l WHERE l.src = i.src AND l.seq < i.seq AND l.cl = i.cl
-      AND l.kind = 'session_end' AND l.endReason = 'not_found'))""",
+            _continues_sql(),
             url=_spec("2025-03-26", "transports", "session-management"),
             quote=SESSION_404,
             evidence=(
@@ -382,13 +643,7 @@ WHERE m AND retryMs IS NOT NULL AND next_id IS NOT NULL""",
             Level.SHOULD,
             "when the server closes a POST's stream (event ids, no answer yet), reconnect "
             "with GET to receive the answer",
-            f"""
-SELECT src, client, next_id IS NOT NULL AS ok, id, ts,
-  'stream #' || id || ' at ' || substr(ts, 12, 12) || ' closed (' || how || ') before '
-    || 'its answer; ' || CASE WHEN next_id IS NULL THEN 'no GET followed'
-    ELSE 'GET #' || next_id || ' after ' || (next_t0 - t1) || ' ms' END AS evidence
-FROM ({cut_next}) WHERE m AND (NOT final OR resumed) AND how IN ('complete', 'eof')
-  AND id IN (SELECT id FROM r WHERE kind = 'request')""",
+            _graceful_sql(cut_next),
             url=_spec("2025-11-25", "transports", "sending-messages-to-the-server"),
             quote=POLL,
             evidence=(
@@ -403,25 +658,7 @@ FROM ({cut_next}) WHERE m AND (NOT final OR resumed) AND how IN ('complete', 'eo
             Level.SHOULD,
             "when the server or a middlebox ends its GET stream while the session goes on, "
             "open it again with GET",
-            f"""
-SELECT c.src, c.cl AS client, n.id IS NOT NULL AS ok, c.id, c.ts,
-  'GET stream ' || {_at("c")} || CASE WHEN c.injected.action = 'idle_cut'
-    THEN ' cut by the proxy (' || c.injected.rule || ')' ELSE ' ended (' || c.sse."end" || ')'
-    END || ' after ' || CAST(round(c.tcut - c.t0) AS BIGINT) || ' ms; ' ||
-    CASE WHEN n.id IS NULL THEN 'no GET followed'
-    ELSE 'GET #' || n.id || ' after ' || (n.t0 - c.tcut) || ' ms' ||
-      CASE WHEN list_contains(n.requestHeaders, 'last-event-id')
-        THEN ' with Last-Event-ID' ELSE '' END END AS evidence
-FROM r c LEFT JOIN LATERAL {_NEXT_GET} n ON TRUE
-WHERE c.m AND c.kind = 'stream' AND c.status BETWEEN 200 AND 299 AND NOT c.shutdown
-  AND c.sse IS NOT NULL AND coalesce(c.pv, '') >= '2025-03-26'
-  -- Ended by the far side. A GET that ended `error` unmarked may be the client's own
-  -- hang-up: the recording cannot tell, so it is not judged.
-  AND (c.sse."end" IN ('eof', 'complete') OR coalesce(c.injected.action, '') = 'idle_cut')
-  AND NOT EXISTS (
-    SELECT 1 FROM r e WHERE e.src = c.src AND e.session = c.session
-      AND e.kind = 'session_end' AND e.t0 <= c.tcut
-        + greatest({RECONNECT_GRACE_MS}, coalesce(c.retryMs, 0) * {VERY_LATE_FACTOR}))""",
+            _reconnect_after_cut_sql(),
             url=_spec("2025-11-25", "transports", "listening-for-messages-from-the-server"),
             quote=POLL_GET,
             evidence=(
@@ -435,13 +672,7 @@ WHERE c.m AND c.kind = 'stream' AND c.status BETWEEN 200 AND 299 AND NOT c.shutd
             "§10.2.3 Retry-After (HTTP semantics, under every MCP version's HTTP transport)",
             Level.SHOULD,
             "after a 429/503 with `Retry-After`, wait at least that long before retrying",
-            f"""
-SELECT r.src, r.cl AS client, r.retryAfterHonored AS ok, r.id, r.ts,
-  {_at("r")} || ' retried #' || coalesce(CAST(r.retryOf AS VARCHAR), '?') || ' after '
-    || coalesce(CAST(round(r.retryDelayMs) AS BIGINT) || ' ms', '?') || ', asked '
-    || coalesce(CAST(p.retryAfterMs AS VARCHAR) || ' ms', '?') AS evidence
-FROM r LEFT JOIN r p ON p.src = r.src AND p.id = r.retryOf
-WHERE r.m AND r.retryAfterHonored IS NOT NULL""",
+            _retry_after_sql(),
             url="https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3",
             quote=RETRY_AFTER,
             evidence=(
@@ -515,16 +746,7 @@ FROM r WHERE m AND kind = 'stream' AND requestHeaders IS NOT NULL AND pv >= '202
             "Transport: Listening for Messages from the Server",
             Level.SHOULD,
             "a 405 on the GET stream means no stream is offered: carry on with POSTs",
-            f"""
-SELECT g.src, g.cl AS client, n.id IS NOT NULL AS ok, g.id, g.ts,
-  'GET ' || {_at("g")} || ' answered 405; ' || CASE WHEN n.id IS NULL
-    THEN 'no POST followed' ELSE 'then ' || coalesce(n.method, n.kind) || ' ' || {_at("n")}
-    END AS evidence
-FROM r g LEFT JOIN LATERAL (
-  SELECT n.id, n.ts, n.method, n.kind FROM r n
-  WHERE n.src = g.src AND n.session = g.session AND n.seq > g.seq AND n.kind = 'request'
-  ORDER BY n.seq LIMIT 1) n ON TRUE
-WHERE g.m AND g.kind = 'stream' AND g.status = 405""",
+            _get_405_sql(),
             url=_spec("2025-03-26", "transports", "listening-for-messages-from-the-server"),
             quote=GET_405,
             evidence="a GET answered 405, and a request of the session after it (or none)",
@@ -535,18 +757,7 @@ WHERE g.m AND g.kind = 'stream' AND g.status = 405""",
             "Lifecycle: Initialization",
             Level.MUST,
             "after a successful `initialize`, send `notifications/initialized`",
-            f"""
-SELECT i.src, i.cl AS client, n.id IS NOT NULL AS ok, i.id, i.ts,
-  'initialize ' || {_at("i")} || CASE WHEN n.id IS NULL
-    THEN ': no notifications/initialized followed'
-    ELSE ': initialized ' || {_at("n")} END AS evidence
-FROM r i LEFT JOIN LATERAL (
-  SELECT n.id, n.ts FROM r n
-  WHERE n.src = i.src AND n.session = i.session AND n.seq > i.seq
-    AND n.kind = 'notification' AND n.method = 'notifications/initialized'
-  ORDER BY n.seq LIMIT 1) n ON TRUE
-WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SUCCESS'
-  AND coalesce(i.pv, '') NOT LIKE '2026%'""",
+            _initialized_sql(),
             url=_spec("2024-11-05", "lifecycle", "initialization"),
             quote=INITIALIZED,
             evidence=(
@@ -569,7 +780,7 @@ FROM (
     count(*) AS n, min(id) AS first_id, min(ts) AS first_ts,
     string_agg('#' || id, ', ' ORDER BY seq) AS ids
   FROM r
-  WHERE m AND kind = 'request' AND session LIKE 's-%' AND jsonrpc IS NOT NULL
+  WHERE m AND kind = 'request' AND issued AND jsonrpc IS NOT NULL
     AND coalesce(retryOrigin, 'none') <> 'resend'
   GROUP BY src, session, CAST(jsonrpc.id AS VARCHAR))
 GROUP BY src, session""",
@@ -585,18 +796,7 @@ GROUP BY src, session""",
             "Transport: Session Management",
             Level.SHOULD,
             "end a session it no longer needs with HTTP DELETE",
-            f"""
-SELECT e.src, e.cl AS client,
-  CASE WHEN e.endReason = 'not_found' THEN NULL
-       ELSE e.endReason = 'delete' OR e.endReason IS NULL END AS ok, e.id, e.ts,
-  'session ' || e.session || ' ended ' || {_at("e")} || ': ' ||
-    CASE WHEN e.endReason = 'delete' OR e.endReason IS NULL THEN 'DELETE'
-         ELSE e.endReason || ', no DELETE' END AS evidence
-FROM r e
-WHERE e.m AND e.kind = 'session_end' AND e.session LIKE 's-%'
-  AND (e.endReason IS NOT NULL OR NOT EXISTS (
-    SELECT 1 FROM r d WHERE d.src = e.src AND d.session = e.session
-      AND d.kind = 'session_end' AND d.endReason IS NOT NULL))""",
+            _delete_sql(),
             url=_spec("2025-03-26", "transports", "session-management"),
             quote=DELETE,
             evidence=(
