@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -162,3 +163,50 @@ def test_a_failing_comment_never_reaches_mitmproxy(
     f = post_flow()
     exchange(run, f, 200, OK)
     assert len(records(run.out)) == 1 and run.errors == 1
+
+
+def _now(f: http.HTTPFlow) -> http.HTTPFlow:
+    """mitmproxy's test flows are dated 2000: a parked request would expire at once."""
+    for part in (f.request, f.response):
+        if part is not None:
+            part.timestamp_start = part.timestamp_end = time.time()
+    return f
+
+
+def _legacy_stream(addon: Any, sid: str) -> http.HTTPFlow:
+    """A 2024-11-05 GET stream that announced session `sid` (its `endpoint` event)."""
+    req = tutils.treq(method=b"GET", path=b"/sse", content=b"")
+    req.headers["accept"] = "text/event-stream"
+    get = _now(tflow.tflow(req=req))
+    get.response = None
+    addon.request(get)
+    respond(get, 200, "text/event-stream", None)
+    addon.responseheaders(_now(get))
+    assert callable(get.response.stream)
+    get.response.stream(f"event: endpoint\ndata: /messages?session_id={sid}\n\n".encode())
+    return get
+
+
+@pytest.mark.parametrize("answer_first", [False, True], ids=["after-202", "before-202"])
+def test_a_2024_11_05_answer_in_another_event_type_is_commented_on_its_post(
+    run: Any, answer_first: bool
+) -> None:
+    # Issue 25: the record was built past the tracker's flow book, so the POST's flow
+    # kept "verdict pending" until it was evicted.
+    get = _legacy_stream(run, "hid")
+    post = _now(post_flow())
+    post.request.path = "/messages?session_id=hid"
+    hidden = b"event: result\ndata: " + OK + b"\n\n"
+    if answer_first:
+        get.response.stream(hidden)
+    run.request(post)
+    respond(post, 202, "text/plain", b"Accepted")
+    run.responseheaders(_now(post))
+    run.response(post)
+    if not answer_first:
+        assert post.comment == mcp_layers.PENDING_COMMENT
+        get.response.stream(hidden)
+    (rec,) = [r for r in records(run.out) if r["kind"] == "request"]
+    assert rec["outcome"] == "TRANSPORT_VIOLATION" and "sse_event_type:result" in rec["notes"]
+    assert post.comment.startswith(f"#{rec['id']} TRANSPORT_VIOLATION")
+    assert post.metadata[mcp_layers.RECORDS_KEY] == [rec["id"]]

@@ -332,6 +332,34 @@ def _cases() -> list[Case]:
             disagree="2025-03-26 clients MUST be able to receive batches; the SDK cannot",
         )
     )
+    # One rule for both carriers: an array in an SSE event is judged as in a JSON body.
+    add(
+        Case(
+            "sse_array_answer_0618",
+            v,
+            as_sse(lambda r: [good(r)]),
+            "INVALID_ENVELOPE",
+            note="batch_answer:2025-06-18",
+        )
+    )
+    add(
+        Case(
+            "sse_array_answer_2026",
+            V2026,
+            as_sse(lambda r: [ok(r, tool_result(V2026))]),
+            "INVALID_ENVELOPE",
+            note="batch_answer:2026-07-28",
+        )
+    )
+    add(
+        Case(
+            "sse_array_answer_0326",
+            V0326,
+            as_sse(lambda r: [good(r)]),
+            "TOOL_SUCCESS",
+            disagree="2025-03-26 clients MUST be able to receive batches; the SDK cannot",
+        )
+    )
     add(Case("wrong_id_json", v, as_json(lambda r: good(r + 1000)), "INVALID_ENVELOPE"))
     add(
         Case(
@@ -510,9 +538,11 @@ def _cases() -> list[Case]:
             "result_type_absent_2026",
             V2026,
             as_json(lambda r: ok(r, {"content": [{"type": "text", "text": "x"}]})),
-            "TOOL_SUCCESS",
-            disagree="the spec: an absent resultType MUST be treated as complete; the SDK "
-            "requires the member",
+            # 2026-07-28 basic: "The `result` MUST include a `resultType` field"; the
+            # absent-means-complete rule is for servers of earlier versions, and the
+            # SDK client refuses the result.
+            "INVALID_TOOL_RESULT",
+            note="result_missing:resultType",
         )
     )
     add(
@@ -531,7 +561,7 @@ def _cases() -> list[Case]:
             as_json(lambda r: ok(r, {"resultType": "complete", "tools": []})),
             "INVALID_RESULT",
             method="tools/list",
-            note="result_missing:ttlMs",
+            note="result_missing:cacheScope",
         )
     )
     add(
