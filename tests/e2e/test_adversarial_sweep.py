@@ -663,7 +663,97 @@ def _cases() -> list[Case]:
             method="resources/read",
         )
     )
+    _deep_cases(add)
     return cases
+
+
+def _deep_cases(add: Callable[[Case], None]) -> None:
+    """Results wrong below their first level (issue 25 §1): the record and the SDK
+    client agree, each judged against the spec's schema of the version."""
+    text = {"type": "text", "text": "x"}
+    for version in (V0618, V1125, V2026):
+        tag = version.replace("-", "")[2:]
+        for name, block, note in (
+            (
+                "resource_without_text",
+                {"type": "resource", "resource": {"uri": "file:///a"}},
+                "malformed_content_block:resource",
+            ),
+            (
+                "priority_above_1",
+                {**text, "annotations": {"priority": 2}},
+                "malformed_content_block:text",
+            ),
+            (
+                "audience_not_a_role",
+                {**text, "annotations": {"audience": ["bot"]}},
+                "malformed_content_block:text",
+            ),
+        ):
+            add(
+                Case(
+                    f"deep_{name}_{tag}",
+                    version,
+                    as_json(lambda r, b=block, v=version: ok(r, tool_result(v, content=[b]))),
+                    "INVALID_TOOL_RESULT",
+                    note=note,
+                )
+            )
+        add(
+            Case(
+                f"deep_meta_not_object_{tag}",
+                version,
+                as_json(lambda r, v=version: ok(r, tool_result(v, content=[text], _meta=3))),
+                "INVALID_TOOL_RESULT",
+                note="result_shape:_meta: not an object",
+            )
+        )
+        add(
+            Case(
+                f"deep_tool_without_input_schema_{tag}",
+                version,
+                as_json(lambda r, v=version: ok(r, _cacheable(v, {"tools": [{"name": TOOL}]}))),
+                "INVALID_RESULT",
+                method="tools/list",
+                note="result_shape:tools/0/inputSchema: missing",
+            )
+        )
+        add(
+            Case(
+                f"deep_annotations_in_range_{tag}",
+                version,
+                as_json(
+                    lambda r, v=version: ok(
+                        r,
+                        tool_result(
+                            v,
+                            content=[{**text, "annotations": {"priority": 1000.0 / 1000.0}}],
+                            structuredContent={"n": 1e300},
+                        ),
+                    )
+                ),
+                "TOOL_SUCCESS",
+            )
+        )
+    add(
+        Case(
+            "deep_structured_content_not_object_0618",
+            V0618,
+            as_json(lambda r: ok(r, tool_result(V0618, content=[text], structuredContent=[1]))),
+            "INVALID_TOOL_RESULT",
+            note="result_shape:structuredContent: not an object",
+        )
+    )
+    add(
+        Case(
+            "deep_server_info_without_version",
+            V0618,
+            as_json(lambda r: ok(r, {**init_result(V0618), "serverInfo": {"name": "sweep"}})),
+            "INVALID_RESULT",
+            method="initialize",
+            note="result_shape:serverInfo/version: missing",
+        )
+    )
 
 
 TOOL_DEF = {"name": TOOL, "inputSchema": {"type": "object"}}
