@@ -200,21 +200,24 @@ class StreamReading:
             return []
         key = (x.session.key, id_key(msg.get("id")))
         parked = self._waiting.claim(key)
-        delivered = carrier.hidden is None  # a client reads it (`sse.final`)
         if parked is not None:
-            s.answers += delivered
+            s.answers += self._readable(parked.x, carrier)
             return self._answer_parked(parked, msg, ts, carrier)
         if x.kind == "stream":
             # Delivered now, even if its POST is parked only later (the 202 may reach
             # the proxy after this event, or after this stream's end): kept with how it
             # came, and counted now, while this stream's record is still to be written.
-            s.answers += delivered
+            s.answers += self._readable(x, carrier)
             self._waiting.keep_unclaimed(key, Carried(msg, carrier), ts)
         elif carrier.hidden is None and not s.has_unexpected_id:
             # Only the first is reported; keeping them all grew without bound
             # on a long stream of wrong ids (found by tests/hardening).
             s.unexpected_id, s.has_unexpected_id = msg.get("id"), True
         return []
+
+    def _readable(self, x: Exchange, c: Carrier) -> bool:
+        """Does a client read an answer to a request of `x` carried so (`sse.final`)?"""
+        return c.hidden is None and (c.batch is None or self._batches(x))
 
     def _deliver(
         self, x: Exchange, s: StreamState, p: PendingRequest, msg: dict[str, Any], c: Carrier

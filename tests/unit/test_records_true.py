@@ -224,6 +224,25 @@ def test_a_2024_11_05_stream_that_ended_before_its_answers_202_still_delivered_i
 
 
 @pytest.mark.parametrize("answer_first", [False, True], ids=["after-202", "before-202"])
+def test_a_2024_11_05_array_answer_on_the_stream_is_not_delivered(answer_first: bool) -> None:
+    # 2024-11-05 has no batches: mcp 2.3.0's SSE client (`mcp/client/sse.py`) validates
+    # each event as one message, so the request never gets this answer.
+    r = Run()
+    get = legacy_stream(r, "arr")
+    f = r.post(call(1), UA, query_session="arr")
+    array = f"event: message\ndata: {json.dumps([result(1, content=[])])}\n\n".encode()
+    if answer_first:
+        assert r.chunk(get, array) == []
+        (rec,) = accepted(r, f)
+    else:
+        assert accepted(r, f) == []
+        (rec,) = r.chunk(get, array)
+    assert rec["outcome"] == "INVALID_ENVELOPE" and "batch_answer:2024-11-05" in rec["notes"]
+    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    assert stream["sse"]["final"] is False
+
+
+@pytest.mark.parametrize("answer_first", [False, True], ids=["after-202", "before-202"])
 def test_a_2024_11_05_answer_in_another_event_type_is_linked_to_its_flow(
     answer_first: bool,
 ) -> None:
