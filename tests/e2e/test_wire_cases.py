@@ -56,6 +56,7 @@ PROTOCOL = "2025-11-25"
 HEADERS_THAT_MATTER = ("content-type", "mcp-session-id", "retry-after", "content-encoding")
 
 SESSION_HASH = re.compile(r"^s-[0-9a-f]{10}$")
+STAND_IN = re.compile(r"^c-[0-9a-f]{10}$")
 CONNECTION_HASH = re.compile(r"^c-[0-9a-f]{10}$")
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -317,8 +318,11 @@ SEEDS = [
         "input_required", 200,
         lambda rid: {"jsonrpc": "2.0", "id": rid, "result": {
             "resultType": "input_required",
+            # The seed article's request lacked `requestedSchema`, which a form
+            # elicitation requires (the Python SDK client refuses it without).
             "inputRequests": {"approval": {"method": "elicitation/create", "params": {
-                "mode": "form", "message": "synthetic input"}}},
+                "mode": "form", "message": "synthetic input",
+                "requestedSchema": {"type": "object", "properties": {}}}}},
         }},
         # isError is not a field of an InputRequiredResult; the doc does not pin it.
         "INPUT_REQUIRED", "interaction", result_type="input_required", is_error=UNCHECKED,
@@ -383,8 +387,14 @@ def check_seed_record(
         expected["notes"] = [f"unexpected_response_id:{rid + WRONG_ID_OFFSET}"]
     elif notes is not UNCHECKED:
         expected["notes"] = list(notes)
+    if (seed.protocol or "") >= "2026-07-28":
+        # 2026-07-28 has no sessions: the record's session is the client's stand-in,
+        # whose POSTs this module's shared proxy counts across cases.
+        del expected["postCount"]
+        assert STAND_IN.match(record["session"]), record["session"]
+    else:
+        assert SESSION_HASH.match(record["session"]), record["session"]
     assert pick(record, *expected) == expected
-    assert SESSION_HASH.match(record["session"]), record["session"]
 
 
 def parkable(seed: Seed, transport: str) -> bool:
