@@ -500,43 +500,48 @@ def _delete_sql() -> str:
     A DELETE the client sent counts, whatever it was answered. Without one, the client
     missed it only if it was shown to be done with the session: its last exchange of the
     session ended with the client hanging up (`error`, not the proxy stopping nor a
-    fault), or it carried on in a later session to the same server. A session the proxy
+    fault), or it went on in a later session to the same server. A session the proxy
     ended (idle, evicted, its own shutdown) proves neither; one the server ended (404)
-    needs no DELETE."""
-    return f"""
-SELECT s.src, s.cl AS client,
-  CASE WHEN s.delete_id IS NOT NULL THEN TRUE
-       WHEN s.hung_up OR o.id IS NOT NULL THEN FALSE END AS ok,
-  s.first_id AS id, s.first_ts AS ts,
-  'session ' || s.session || CASE
-    WHEN s.delete_id IS NOT NULL THEN ': DELETE #' || s.delete_id || ' ('
-      || coalesce(CAST(s.delete_status AS VARCHAR), 'unanswered') || ')'
-    WHEN s.hung_up THEN ': no DELETE; the client hung up its last exchange #' || s.last_id
-      || ' (' || s.last_end || ') and sent nothing more'
-    WHEN o.id IS NOT NULL THEN ': no DELETE; the client went on in session ' || o.session
-      || ' (' || {_at("o")} || ')'
+    needs no DELETE. Linear: the later session is found by a window over the client's
+    sessions (the last one it opened), not by a join per session."""
+    return """
+SELECT src, cl AS client,
+  CASE WHEN delete_id IS NOT NULL THEN TRUE
+       WHEN hung_up OR later_t0 > last_t1 THEN FALSE END AS ok,
+  first_id AS id, first_ts AS ts,
+  'session ' || session || CASE
+    WHEN delete_id IS NOT NULL THEN ': DELETE #' || delete_id || ' ('
+      || coalesce(CAST(delete_status AS VARCHAR), 'unanswered') || ')'
+    WHEN hung_up THEN ': no DELETE; the client hung up its last exchange #' || last_id
+      || ' (' || last_end || ') and sent nothing more'
+    WHEN later_t0 > last_t1 THEN ': no DELETE; the client went on in session ' || later
+      || ' (#' || later_id || ' at ' || substr(later_ts, 12, 12) || ')'
     ELSE ': no DELETE, but nothing shows the client was done with it (ended '
-      || coalesce(s.end_reason, 'unseen') || ')' END AS evidence
+      || coalesce(end_reason, 'unseen') || ')' END AS evidence
 FROM (
-  SELECT src, session, any_value(cl) AS cl, any_value(server) AS server,
-    bool_or(m) AS m, min(id) AS first_id, min(ts) AS first_ts,
-    min(id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_id,
-    arg_min(status, id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_status,
-    bool_or(kind = 'session_end' AND endReason = 'not_found') AS lost,
-    arg_max(endReason, seq) FILTER (WHERE endReason IS NOT NULL) AS end_reason,
-    max(t1) FILTER (WHERE sent) AS last_t1,
-    arg_max(id, t1) FILTER (WHERE sent) AS last_id,
-    arg_max(sse."end", t1) FILTER (WHERE sent) AS last_end,
-    coalesce(arg_max(sse."end" = 'error' AND NOT shutdown
-        AND injected IS NULL, t1) FILTER (WHERE sent), FALSE) AS hung_up
-  FROM r WHERE issued
-  GROUP BY src, session) s
-LEFT JOIN LATERAL (
-  SELECT o.id, o.ts, o.session FROM r o
-  WHERE o.src = s.src AND o.cl = s.cl AND o.server = s.server AND o.issued
-    AND o.session <> s.session AND o.sent AND o.t0 > s.last_t1
-  ORDER BY o.t0, o.seq LIMIT 1) o ON TRUE
-WHERE s.m AND (s.delete_id IS NOT NULL OR NOT s.lost)"""
+  SELECT *,
+    max(start_t0) OVER k AS later_t0, arg_max(session, start_t0) OVER k AS later,
+    arg_max(first_sent_id, start_t0) OVER k AS later_id,
+    arg_max(first_sent_ts, start_t0) OVER k AS later_ts
+  FROM (
+    SELECT src, session, any_value(cl) AS cl, any_value(server) AS server,
+      bool_or(m) AS m, min(id) AS first_id, min(ts) AS first_ts,
+      min(t0) FILTER (WHERE sent) AS start_t0,
+      arg_min(id, t0) FILTER (WHERE sent) AS first_sent_id,
+      arg_min(ts, t0) FILTER (WHERE sent) AS first_sent_ts,
+      min(id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_id,
+      arg_min(status, id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_status,
+      bool_or(kind = 'session_end' AND endReason = 'not_found') AS lost,
+      arg_max(endReason, seq) FILTER (WHERE endReason IS NOT NULL) AS end_reason,
+      max(t1) FILTER (WHERE sent) AS last_t1,
+      arg_max(id, t1) FILTER (WHERE sent) AS last_id,
+      arg_max(sse."end", t1) FILTER (WHERE sent) AS last_end,
+      coalesce(arg_max(sse."end" = 'error' AND NOT shutdown
+          AND injected IS NULL, t1) FILTER (WHERE sent), FALSE) AS hung_up
+    FROM r WHERE issued
+    GROUP BY src, session)
+  WINDOW k AS (PARTITION BY src, cl, server))
+WHERE m AND (delete_id IS NOT NULL OR NOT lost)"""
 
 
 def _rules() -> tuple[Rule, ...]:

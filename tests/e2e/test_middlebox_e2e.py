@@ -43,7 +43,7 @@ def verdicts_of(
     path = tmp_path / "recording.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     result = CliRunner().invoke(cli, ["verdicts", str(path), "--format", "json"])
-    assert result.exit_code in (0, 1), result.output
+    assert result.exit_code in (0, 3), result.output  # 3: a MUST broken
     rows = json.loads(result.stdout)
     return {r["check"]: r for r in rows if r["client"] == client}
 
@@ -265,7 +265,7 @@ def test_idle_cut_closes_the_standby_stream_and_the_python_sdk_gives_up_after_tw
     assert 900 <= gap < 2000, gap
     got = verdicts_of(done.records, tmp_path)
     check = got["mcp-layers/sse-reconnect-after-cut"]
-    assert check["verdict"] == "FAIL", check
+    assert check["verdict"] == "WARNING", check  # a SHOULD missed, never a FAIL
     assert "1 of 2 failed" in check["evidence"] and "no GET followed" in check["evidence"]
     assert got["client-sse-last-event-id"]["verdict"] == "NOT_EXERCISED"
 
