@@ -7,7 +7,8 @@ Two kinds of peers:
   `elicitation-sep1034-client-defaults`), whose servers do what no bundled server does
   (close a POST stream after a priming event; ask the client for input mid-call).
   conformance's servers bind every interface, so it runs in a network namespace that
-  has only `lo`: nothing it opens can be reached from, or reach, outside this machine;
+  has only `lo`: nothing it opens can be reached from, or reach, outside this machine
+  (tests/e2e/conformance_run.py);
 - scripted ones, where no real peer produces the case on demand: the scripted upstream
   (exact bytes) and, for the 2024-11-05 HTTP+SSE era, a small legacy server below (the
   scripted upstream answers each request on its own; this era answers POSTs on a GET
@@ -21,34 +22,27 @@ Expectations follow docs/record-format.md.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import http.client
 import itertools
 import json
-import os
 import queue
 import re
-import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from click.testing import CliRunner
-from mcp_layers_analysis.cli import cli
+from conformance_run import CONFORMANCE_PY_CLIENT, ConformanceRun, run_conformance
 from mcp_layers_core.redact import pseudonym
-from mcp_layers_support import node_peers, procs
+from mcp_layers_support import node_peers
 from mcp_layers_support.harness import HOST, SSE_STATEFUL, Proxies, Proxy, ServerPool
 from mcp_layers_support.scripted_upstream import (
     Received,
@@ -61,20 +55,13 @@ from mcp_layers_support.scripted_upstream import (
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-CONFORMANCE_CLIENT = REPO / "tests" / "peers" / "conformance_client.py"
-
 HTTP_TIMEOUT_S = 10.0
 RECORD_WAIT_S = 10.0
 NODE_CLIENT_TIMEOUT_S = 60.0
-#: conformance's own client timeout (ms); ours for the whole run is above it.
-CONFORMANCE_CLIENT_TIMEOUT_MS = 25_000
-CONFORMANCE_TIMEOUT_S = 60.0
 
 SESSION_HASH = re.compile(r"^s-[0-9a-f]{10}$")
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 TS_CLIENT = "mcp-layers-ts-peer@1.32.2"
-CONFORMANCE_PY_CLIENT = "mcp-layers-conformance-client@0.1.0"
 SCRIPTED_CLIENT = {"name": "eras-and-retries", "version": "1.0"}
 
 
@@ -395,102 +382,6 @@ def test_ts_sdk_client_session_get_stream_and_delete(
 # -- real peers: conformance client scenarios with the Python SDK client ----------------------
 
 
-@dataclass
-class ConformanceRun:
-    scenario: str
-    returncode: int | None
-    output: str
-    checks: list[dict[str, Any]]
-    records: list[dict[str, Any]]
-    workdir: Path
-
-    def status(self, check_id: str) -> list[str]:
-        return [c["status"] for c in self.checks if c["id"] == check_id]
-
-    def failure_context(self) -> str:
-        lines = [f"conformance {self.scenario}: exit {self.returncode}", self.output[-4000:]]
-        lines += ["checks:"] + [
-            f"  {c['id']} {c['status']} {c.get('errorMessage') or ''}" for c in self.checks
-        ]
-        lines += ["records:"] + [f"  {json.dumps(r)}" for r in self.records]
-        lines.append(procs.log_tail(self.workdir / "records" / "mitmdump.log", 40))
-        return "\n".join(lines)
-
-
-@cache
-def _netns_prefix() -> tuple[str, ...]:
-    """`unshare` for a private network namespace, checked to work here; fails, never skips."""
-    unshare, ip = shutil.which("unshare"), shutil.which("ip")
-    if unshare is None or ip is None:
-        pytest.fail("conformance needs `unshare` and `ip` (util-linux, iproute2) to stay local")
-    # As root a network namespace is enough; otherwise a user namespace maps us to root.
-    flags = ("-n",) if os.geteuid() == 0 else ("-r", "-n")
-    probe = subprocess.run(
-        [unshare, *flags, ip, "link", "set", "lo", "up"], capture_output=True, timeout=10
-    )
-    if probe.returncode != 0:
-        pytest.fail(
-            f"`unshare {' '.join(flags)}` does not work here ({probe.stderr.decode()[-300:]}); "
-            "conformance's servers bind every interface, so it only runs in a private namespace"
-        )
-    return (unshare, *flags)
-
-
-def run_conformance(peers: node_peers.NodePeers, scenario: str, workdir: Path) -> ConformanceRun:
-    """conformance's client scenario, with our wrapper (proxy + SDK client) as the client."""
-    assert " " not in sys.executable + str(CONFORMANCE_CLIENT), "conformance splits on spaces"
-    ip = shutil.which("ip")
-    records_dir, results_dir = workdir / "records", workdir / "results"
-    cmd = [
-        *_netns_prefix(),
-        "bash",
-        "-c",
-        f'{ip} link set lo up && exec "$0" "$@"',
-        str(peers.node22),
-        str(peers.conformance),
-        "client",
-        "--command",
-        f"{sys.executable} {CONFORMANCE_CLIENT}",
-        "--scenario",
-        scenario,
-        "--timeout",
-        str(CONFORMANCE_CLIENT_TIMEOUT_MS),
-        "-o",
-        str(results_dir),
-    ]
-    env = {**os.environ, "MCP_LAYERS_RECORD_DIR": str(records_dir), "NO_COLOR": "1"}
-    # Its own process group: on a timeout, the group (conformance, the wrapper, mitmdump)
-    # is ended by that group's id, and nothing else.
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=CONFORMANCE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=10)
-        pytest.fail(f"conformance {scenario} ran over {CONFORMANCE_TIMEOUT_S} s:\n{out[-3000:]!r}")
-    finally:
-        # Whatever of the group outlived conformance (it kills only the shell of its
-        # command on its own timeout) ends here too.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.poll() is None:
-            proc.wait(timeout=10)
-    checks: list[dict[str, Any]] = []
-    for path in sorted(results_dir.glob("*/checks.json")):
-        checks += json.loads(path.read_text(encoding="utf-8"))
-    records: list[dict[str, Any]] = []
-    for path in procs.recording_files(records_dir):
-        records += procs.read_jsonl(path)
-    text = out.decode("utf-8", errors="replace")
-    return ConformanceRun(scenario, proc.returncode, text, checks, records, workdir)
-
-
 @pytest.fixture
 def conformance(
     peers: node_peers.NodePeers, tmp_path: Path, request: pytest.FixtureRequest
@@ -508,25 +399,8 @@ def test_conformance_sse_retry_answer_on_the_resumed_get(conformance: Conformanc
     # machine), not a failure; too early or over 2x late is a FAILURE.
     assert run.status("client-sse-retry-timing") in (["SUCCESS"], ["WARNING"])
     assert [c["id"] for c in run.checks if c["status"] == "FAILURE"] == []
-    # `mcp-layers verdicts`, from the recording alone, agrees with the suite's own checks.
-    path = run.workdir / "recording.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in run.records))
-    result = CliRunner().invoke(cli, ["verdicts", str(path), "--format", "json"])
-    ours = {
-        r["check"]: r["verdict"]
-        for r in json.loads(result.stdout)
-        if r["client"] == CONFORMANCE_PY_CLIENT
-    }
-    suite_to_ours = {"SUCCESS": "PASS", "WARNING": "PASS", "FAILURE": "FAIL"}
-    for check in (
-        "client-sse-graceful-reconnect",
-        "client-sse-last-event-id",
-        "client-sse-retry-timing",
-    ):
-        (status,) = run.status(check)
-        if check == "client-sse-last-event-id" and status == "WARNING":
-            status = "FAILURE"  # the suite's WARNING here is the missing SHOULD
-        assert ours[check] == suite_to_ours[status], (check, status, ours)
+    # That `mcp-layers verdicts` agrees with these statuses, on this run and on others:
+    # tests/e2e/test_conformance_verdicts.py.
 
     calls = [r for r in run.records if r["method"] == "tools/call"]
     (call,) = calls  # one record: not a STREAM_INCOMPLETE one plus a late answer
