@@ -138,7 +138,11 @@ class _Stream:
             data = b"".join(self._event(first + i, self._pad) for i in range(self.per_piece))
             self._k += 1
             if self._k == self.pieces and self.kind == "listen":
-                final = {"jsonrpc": "2.0", "id": LISTEN_ID, "result": {}}
+                # A whole SubscriptionsListenResult (2026-07-28): its type and the id of
+                # the subscription it closes.
+                meta = {"io.modelcontextprotocol/subscriptionId": LISTEN_ID}
+                result = {"resultType": "complete", "_meta": meta}
+                final = {"jsonrpc": "2.0", "id": LISTEN_ID, "result": result}
                 data += b"event: message\ndata: " + json.dumps(final).encode() + b"\n\n"
             self.hash.update(data)
             self.sent_bytes += len(data)

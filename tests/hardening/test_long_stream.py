@@ -49,12 +49,15 @@ def test_long_stream_memory_flat_cost_constant(tmp_path: Path, kind: str) -> Non
     assert result.rss_peak_mib - result.rss_start_mib <= MAX_RSS_GROWTH_MIB, line
     assert result.ratio() <= MAX_LATE_OVER_EARLY, line
     ends = [r for r in result.records if r["kind"] == "session_end"]
-    assert len(ends) == 1 and ends[0]["sessionStats"]["serverNotifications"] == result.events
     if kind == "listen":
+        # 2026-07-28 has no sessions: the stale Mcp-Session-Id names none, so no session
+        # ends; the listen request's own record counts the events.
+        assert ends == [], ends
         [record] = [r for r in result.records if r["kind"] == "request"]
         assert record["outcome"] == "SUCCESS" and "subscription" in record["notes"], record
         assert record["sse"]["events"] == result.events + 1  # and the response
     else:
+        assert len(ends) == 1 and ends[0]["sessionStats"]["serverNotifications"] == result.events
         # The GET stream's own record (written when it ends), then the session's end.
         assert [r["kind"] for r in result.records] == ["stream", "session_end"]
         assert result.records[0]["sse"]["events"] == result.events
