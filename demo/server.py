@@ -24,6 +24,7 @@ import json
 import sys
 import warnings
 from collections import deque
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -190,28 +191,100 @@ MAX_STORED_EVENTS = 10_000
 RETRY_INTERVAL_MS = 500
 
 
+class _SessionRef:
+    """The MCP session a request belongs to; filled in from the answer for the request that
+    opens the session (it has no `Mcp-Session-Id` yet)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, session_id: str | None) -> None:
+        self.id = session_id
+
+
+#: The session of the request being served. The SDK stores a session's events from two
+#: places: the request's own task (the priming event of a POST's or a replay's stream) and
+#: the session's message router, a task started while `initialize` was served, so it
+#: inherits that request's context: the same `_SessionRef`, filled in once the answer names
+#: the session.
+_SESSION: ContextVar[_SessionRef | None] = ContextVar("mcp_demo_session", default=None)
+
+
+class SessionScope:
+    """ASGI middleware that tells the event store which session a request belongs to."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != MCP_PATH:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        sent = headers.get(b"mcp-session-id")
+        ref = _SessionRef(sent.decode("latin-1") if sent is not None else None)
+
+        async def named(message: Message) -> None:
+            if ref.id is None and message["type"] == "http.response.start":
+                for key, value in message.get("headers") or []:
+                    if key.lower() == b"mcp-session-id":
+                        ref.id = value.decode("latin-1")
+            await send(message)
+
+        token = _SESSION.set(ref)
+        try:
+            await self.app(scope, receive, named)
+        finally:
+            _SESSION.reset(token)
+
+
 class MemoryEventStore(EventStore):
     """Events kept in memory, so a client can resume a cut stream with `Last-Event-ID`.
-    Ids are `<stream>:<n>`; a replay sends what followed on the same stream."""
+
+    Ids are `<stream>:<n>`, `n` counting every event the server stored (so an id is unique
+    across streams and sessions). A stream is the SDK's: a request's id for a POST's
+    answer, `_GET_stream` for the standby GET. A replay after `<stream>:<n>` sends what
+    followed event `n` on the same stream of the same session: request ids repeat from one
+    session to the next, and a session never gets another session's messages. An id this
+    store does not hold (unknown, dropped, or another session's) replays nothing.
+    """
 
     def __init__(self, limit: int = MAX_STORED_EVENTS) -> None:
         self._events: deque[tuple[StreamId, int, Any]] = deque(maxlen=limit)
+        self._refs: dict[int, _SessionRef | None] = {}
         self._count = 0
 
     async def store_event(self, stream_id: StreamId, message: Any) -> EventId:
         self._count += 1
+        if len(self._events) == self._events.maxlen:
+            self._refs.pop(self._events[0][1], None)
+        # The session is read at replay time: the opening request's ref is filled in
+        # when its answer starts, after the events stored while it was served.
+        self._refs[self._count] = _SESSION.get()
         self._events.append((stream_id, self._count, message))
         return f"{stream_id}:{self._count}"
+
+    def _session_of(self, number: int) -> str | None:
+        ref = self._refs.get(number)
+        return None if ref is None else ref.id
 
     async def replay_events_after(
         self, last_event_id: EventId, send_callback: EventCallback
     ) -> StreamId | None:
         stream_id, _, n = last_event_id.rpartition(":")
-        if not stream_id or not n.isdigit():
+        if not stream_id or not n.isdigit() or int(n) not in self._refs:
             return None
         after = int(n)
+        ref = _SESSION.get()
+        session = self._session_of(after)
+        if session is None or ref is None or ref.id != session:
+            return None
         for sid, number, message in list(self._events):
-            if sid == stream_id and number > after and message is not None:
+            if (
+                number > after
+                and sid == stream_id
+                and message is not None
+                and self._session_of(number) == session
+            ):
                 await send_callback(EventMessage(message, f"{sid}:{number}"))
         return stream_id
 
@@ -235,7 +308,8 @@ def build_app(
         event_store=MemoryEventStore() if resumable else None,
         retry_interval=RETRY_INTERVAL_MS if resumable else None,
     )
-    return CountPosts(app, log), log
+    served: ASGIApp = SessionScope(app) if resumable else app
+    return CountPosts(served, log), log
 
 
 def main(argv: list[str] | None = None) -> int:

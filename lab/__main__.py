@@ -54,6 +54,8 @@ def _names(text: str | None, known: list[str], what: str) -> tuple[str, ...]:
 
 
 def environment(isolation: str) -> dict[str, str]:
+    from mcp_layers_demo.server import RETRY_INTERVAL_MS
+
     node = shutil.which("node")
     node_version = "absent"
     if node:
@@ -62,7 +64,10 @@ def environment(isolation: str) -> dict[str, str]:
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "mitmproxy": version("mitmproxy"),
-        "MCP server": f"bundled demo server on mcp {version('mcp')}",
+        "MCP server": (
+            f"bundled demo server on mcp {version('mcp')}, resumable (event ids, "
+            f"retry: {RETRY_INTERVAL_MS} ms)"
+        ),
         "Node": node_version,
         "Python": platform.python_version(),
         "isolation": isolation,

@@ -3,7 +3,8 @@
 Every cell comes from a run's files, never from what the lab expected:
 
 - retried / how / after / attempts / re-init: the run's recording (the addon's
-  ``retryOrigin``, ``attempt``, ``retryOf``, ``retryDelayMs``, ``retryAfterHonored``);
+  ``retryOrigin``, ``attempt``, ``retryOf``, ``retryDelayMs``, ``retryAfterHonored``;
+  a resumption is a GET stream carrying ``Last-Event-ID``);
 - model-driven: a ``tools/call`` retry is the model's when the fake model answered a
   tool call (having received a result) between the previous attempt and this one;
 - reached the model: the fake model's log of the tool results it received;
@@ -90,6 +91,8 @@ class Retry:
     delay_ms: float | None
     model: bool
     retry_after_honored: bool | None
+    #: when it was sent (epoch s), to list a cell's retries in the order they happened
+    at: float | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -238,8 +241,11 @@ def build_cell(run: RunResult) -> Cell:
                 rec.get("retryDelayMs"),
                 model,
                 rec.get("retryAfterHonored"),
+                _epoch(rec["ts"]),
             )
         )
+    cell.retries += resumptions(records)
+    cell.retries.sort(key=lambda r: r.at or 0.0)
     if fault.method is not None:
         attempts = [int(r.get("attempt") or 1) for r in requests if r.get("method") == fault.method]
         cell.attempts = max(attempts) if attempts else None
@@ -301,6 +307,51 @@ def build_cell(run: RunResult) -> Cell:
         seen = ", ".join(cell.clients_seen)
         cell.notes.append(f"records name {seen}, not {client.client_info}")
     return cell
+
+
+def _end_ms(rec: dict[str, Any], closed: bool = False) -> float:
+    """When a record's exchange ended (``closed``: when its stream did), in epoch ms."""
+    took = rec.get("streamClosedMs") if closed else None
+    if took is None:
+        took = rec.get("durationMs") or 0
+    return _epoch(rec["ts"]) * 1000 + float(took)
+
+
+def resumptions(records: list[dict[str, Any]]) -> list[Retry]:
+    """The client's resumptions of a lost stream: each GET with ``Last-Event-ID``.
+
+    The lab's server is resumable (every event has an id), so a client whose stream was
+    cut before its answer may ask for the rest instead of failing or sending again. The
+    resumption is of the session's last stream that ended unanswered (a POST's: its
+    method; else a GET stream); the delay runs from that stream's end (or the previous
+    resumption's) to the GET. A resumption refused (any status but 2xx) says so.
+    """
+    out: list[Retry] = []
+    lost: dict[Any, tuple[str, float]] = {}  # session -> (what was lost, when it ended)
+    for rec in sorted(records, key=lambda r: _epoch(r["ts"]) if r.get("ts") else 0.0):
+        session, sse = rec.get("session"), rec.get("sse")
+        kind = rec.get("kind")
+        headers = rec.get("requestHeaders") or []
+        if kind == "stream" and "last-event-id" in headers:
+            method, ended = lost.get(session, ("GET", None))
+            delay = None if ended is None else round(max(0.0, _epoch(rec["ts"]) * 1000 - ended), 1)
+            status = (rec.get("httpStatuses") or [None])[-1]
+            origin = "resume" if status is not None and 200 <= status < 300 else "resume refused"
+            if status is not None and origin != "resume":
+                origin += f" ({status})"
+            at = _epoch(rec["ts"])
+            out.append(Retry(method, origin, len(out) + 2, delay, False, None, at))
+            lost[session] = (method, _end_ms(rec))
+        elif (
+            rec.get("eventIds")
+            and isinstance(sse, dict)
+            and (
+                (kind == "request" and (not sse.get("final") or sse.get("resumed")))
+                or (kind == "stream" and "proxy_shutdown" not in (rec.get("notes") or []))
+            )
+        ):
+            lost[session] = (str(rec.get("method") or "GET"), _end_ms(rec, closed=True))
+    return out
 
 
 def inapplicable(fault: presets.Fault, records: list[dict[str, Any]]) -> str | None:
@@ -437,11 +488,14 @@ LEGEND: Final = (
     "## Reading a row",
     "",
     "- **retried**: the methods the client sent again after a failed attempt (the addon's "
-    "`retryOrigin` is not `none`); `no` when nothing was repeated.",
+    "`retryOrigin` is not `none`), or whose cut answer it asked the server for again "
+    "(a resumption); `no` when nothing was repeated.",
     "- **how**: `resend` (same session, same JSON-RPC id), `reissue` (same session, new "
     "id), `reinit` (on a new session it initialised after the failure); `(model)` when the "
     "model asked for the tool again between the two attempts, rather than the client "
-    "repeating it by itself.",
+    "repeating it by itself; `resume` when it resumed the cut stream (a GET with "
+    "`Last-Event-ID`: the lab's server is resumable and redelivers the rest), `resume "
+    "refused (404)` when that GET was refused.",
     "- **after**: the delay from the end of the failed attempt to the retry, in buckets "
     "(exact values in the run's `runs.md`): <0.2 s, 0.2–0.7 s, 0.7–1.8 s, 1.8–10 s, ≥10 s; "
     "a re-call the model asked for, and a re-initialisation, in coarser ones (<1 s, "

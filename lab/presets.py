@@ -102,7 +102,8 @@ FAULTS: Final[tuple[Fault, ...]] = (
     ),
     Fault(
         "stream_cut",
-        "the first `tools/call`'s SSE answer cut just before the result",
+        "the first `tools/call`'s SSE answer cut just before the result (the server "
+        "redelivers it to a client that resumes with `Last-Event-ID`)",
         preset="errors.stream_cut",
         sse=True,
     ),

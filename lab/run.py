@@ -1,6 +1,7 @@
 """Orchestration: one run per client × fault × script, each in its own worker process.
 
-A run (``run_one``) starts, all on 127.0.0.1: the bundled MCP server, the fake model API
+A run (``run_one``) starts, all on 127.0.0.1: the bundled MCP server (resumable: event
+ids, ``retry:``, redelivery after ``Last-Event-ID``), the fake model API
 (a thread), ``mitmdump`` with the addon, the fault and ``mcp_scenario``; then the client,
 headless, with an isolated HOME and a timeout; then stops everything in ``finally``. The
 run folder keeps the recording (``mcp-*.jsonl``), the model's log (``model.log``), the
@@ -275,7 +276,9 @@ def run_one(spec: RunSpec) -> RunResult:
     fake: FakeModel | None = None
     try:
         server_port, proxy_port = procs.free_port(), procs.free_port()
-        server = procs.start_server(server_port, run_dir / "server.log")
+        # Resumable (docs/lab.md): every SSE event carries an id, a POST's stream opens
+        # with `retry:`, and a cut stream can be resumed with `Last-Event-ID`.
+        server = procs.start_server(server_port, run_dir / "server.log", resumable=True)
         fake = FakeModel(spec.script, run_dir / MODEL_LOG, hold_s=fault.model_hold_s).start()
         proxy = procs.start_mitmdump(
             server_port,

@@ -7,8 +7,10 @@
 // offer them to the model (Anthropic Messages, one JSON answer per turn), call what it asks
 // for, hand the result back (an exception becomes an error result), until it answers with
 // text. Without a server the model is asked without tools. Any retry on the wire is the
-// SDK's own or the model's. Prints the final text, then `RESULT <json>`. Exit 0 when the
-// model answered with text, 1 otherwise; the run is bounded.
+// SDK's own or the model's. At the end it ends the session as an application does
+// (`transport.terminateSession()`: DELETE), then closes. Prints the final text, then
+// `RESULT <json>`. Exit 0 when the model answered with text, 1 otherwise; the run is
+// bounded.
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
 
@@ -110,9 +112,23 @@ try {
   }
   out.tools = tools.map((t) => t.name);
   await converse(connected ? client : null, tools);
-  if (connected) await client.close();
 } catch (err) {
   out.crash = errorText(err);
+}
+// End the session as an application does: DELETE it (the SDK treats a 405, a server that
+// does not let clients end sessions, as done; anything else it throws, and the harness
+// notes it), then close the transport.
+if (transport.sessionId) {
+  try {
+    await transport.terminateSession();
+  } catch (err) {
+    out.terminateError = errorText(err);
+  }
+}
+try {
+  await client.close();
+} catch (err) {
+  out.closeError = errorText(err);
 }
 if (out.final) console.log(out.final);
 else code = 1;

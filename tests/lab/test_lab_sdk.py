@@ -2,13 +2,15 @@
 
 The real orchestration (worker processes, the network namespace where the machine allows
 one, the bundled server, mitmdump with the addon and the fault, the fake model) runs
-py-sdk and ts-sdk on three faults and both model scripts; then every matrix cell is checked
-against the recording and the fake model's log it came from.
+py-sdk and ts-sdk on four faults and both model scripts; then every matrix cell is checked
+against the recording and the fake model's log it came from. The server is resumable, so a
+cut stream is resumed and its answer redelivered.
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from mcp_layers_support import node_peers
 pytestmark = pytest.mark.e2e
 
 CLIENTS = ("py-sdk", "ts-sdk")
-FAULTS = ("none", "tools_call_503", "session_404")
+FAULTS = ("none", "tools_call_503", "session_404", "stream_cut")
 RECORD_CLIENT = {"py-sdk": "lab-py-sdk@2.3.0", "ts-sdk": "lab-ts-sdk@1.32.2"}
 
 
@@ -35,6 +37,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunResult]
         Plan(CLIENTS, FAULTS, SCRIPTS), out, out / "cache", "auto", 90.0, log=lambda _line: None
     )
     return out, results
+
+
+def _ms(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
 
 
 def cells(lab: tuple[Path, list[RunResult]]) -> dict[tuple[str, str], matrix.Cell]:
@@ -60,6 +66,8 @@ def test_every_run_finished_cleanly(lab: tuple[Path, list[RunResult]]) -> None:
             "tools_call_503+again",
             "session_404",
             "session_404+again",
+            "stream_cut",
+            "stream_cut+again",
         )
     ]
     for r in runs:
@@ -128,6 +136,30 @@ def test_session_404_is_not_recovered_by_the_sdks(lab: tuple[Path, list[RunResul
         assert again.how == "reissue (model)" and again.model == ["error", "error"]
 
 
+def test_a_cut_stream_is_resumed_and_its_answer_redelivered(
+    lab: tuple[Path, list[RunResult]],
+) -> None:
+    """The lab's server is resumable: both SDKs resume the cut `tools/call` stream with
+    `Last-Event-ID` after the server's `retry:` (500 ms) and get the result."""
+    for client in CLIENTS:
+        cell = cells(lab)[(client, "stream_cut")]
+        [call] = requests(cell, "tools/call")
+        assert call["injected"] is not None and call["eventIds"] and call["retryMs"] == 500
+        assert call["outcome"] == "TOOL_SUCCESS" and call["sse"]["resumed"], call
+        resumed = [
+            r
+            for r in matrix.read_records(Path(cell.run.run_dir))
+            if r.get("kind") == "stream" and "last-event-id" in (r.get("requestHeaders") or [])
+        ]
+        assert [r["httpStatuses"] for r in resumed] == [[200]], resumed
+        assert resumed[0]["eventIds"] and resumed[0]["sse"]["final"], resumed
+        assert (cell.retried, cell.how) == ("tools/call", "resume")
+        # after: from the cut (the POST's stream closed) to the GET; the `retry:` is 500 ms
+        gap = _ms(resumed[0]["ts"]) - _ms(call["ts"]) - call["streamClosedMs"]
+        assert gap >= 450 and cell.after == matrix.bucket(gap), (gap, cell.after)
+        assert cell.model == ["ok"] and cell.printed == ["ok"] and cell.fired == 1
+
+
 def test_matrix_markdown_and_rebuild(lab: tuple[Path, list[RunResult]]) -> None:
     out = lab[0]
     (out / "environment.json").write_text('{"date": "2026-11-30", "Node": "test"}\n')
@@ -146,6 +178,18 @@ def test_matrix_markdown_and_rebuild(lab: tuple[Path, list[RunResult]]) -> None:
 
     for client in CLIENTS:
         assert verdict(RECORD_CLIENT[client], "mcp-layers/initialized-notification") == "PASS"
+    # Both resume a cut stream as the suite's checks want (the server is resumable).
+    for client in CLIENTS:
+        for check in (
+            "client-sse-last-event-id",
+            "client-sse-retry-timing",
+            "client-sse-graceful-reconnect",
+        ):
+            # a loaded machine may make the GET late (over 200 ms): a WARNING, not a FAIL
+            ok = ("PASS", "WARNING") if check == "client-sse-retry-timing" else ("PASS",)
+            assert verdict(RECORD_CLIENT[client], check) in ok, (client, check)
+    # The TS harness ends its session as an application does: DELETE.
+    assert verdict(RECORD_CLIENT["ts-sdk"], "mcp-layers/session-delete") == "PASS"
     # The SDKs do not re-initialise after a 404 (test_session_404_is_not_recovered_by_the_sdks).
     assert verdict(RECORD_CLIENT["py-sdk"], "mcp-layers/session-renegotiate-on-404") == "FAIL"
     # The same runs give the same matrix.

@@ -347,3 +347,88 @@ def test_the_after_column_buckets_by_what_the_delay_waits_on(
     run = RunResult("py-sdk", "2.3.0", "session_404", "once", "session_404", str(tmp_path))
     cell = matrix.Cell(run, retries=[matrix.Retry("tools/call", origin, 2, ms, model, None)])
     assert cell.after == after
+
+
+def _cut_call(**kw: object) -> dict[str, object]:
+    """A `tools/call` whose SSE answer (with event ids, `retry: 500`) the proxy cut 7 ms in;
+    what follows depends on whether the client resumes."""
+    return _record(
+        4,
+        "tools/call",
+        kw.pop("outcome", "TOOL_SUCCESS"),
+        "2026-12-02T10:00:00.000Z",
+        session="s-1",
+        eventIds=True,
+        retryMs=500,
+        streamClosedMs=7.0,
+        durationMs=520.0,
+        injected={"rule": "errors.stream_cut", "action": "sse_truncate"},
+        **kw,
+    )
+
+
+def _get(rid: int, ts: str, status: int, last_event_id: bool = True) -> dict[str, object]:
+    headers = ["accept", "mcp-protocol-version", "mcp-session-id"]
+    return {
+        "v": 1,
+        "id": rid,
+        "kind": "stream",
+        "ts": ts,
+        "durationMs": 4.0,
+        "session": "s-1",
+        "client": "lab-py-sdk@2.3.0",
+        "httpStatuses": [status],
+        "requestHeaders": sorted([*headers, "last-event-id"] if last_event_id else headers),
+        "eventIds": status == 200,
+        "sse": {"events": 2, "final": True, "end": "complete", "resumed": True}
+        if status == 200
+        else None,
+        "notes": [],
+    }
+
+
+def test_a_resumed_stream_is_a_retry_of_its_method() -> None:
+    call = _cut_call(sse={"events": 1, "final": True, "end": "complete", "resumed": True})
+    got = matrix.resumptions([call, _get(5, "2026-12-02T10:00:00.510Z", 200)])
+    assert got == [matrix.Retry("tools/call", "resume", 2, 503.0, False, None)]
+
+
+def test_a_refused_resumption_says_so_and_the_next_waits_from_the_refusal() -> None:
+    call = _cut_call(
+        outcome="STREAM_INCOMPLETE", sse={"events": 1, "final": False, "end": "complete"}
+    )
+    got = matrix.resumptions(
+        [call, _get(5, "2026-12-02T10:00:00.510Z", 404), _get(6, "2026-12-02T10:00:01.014Z", 404)]
+    )
+    assert [(r.method, r.origin, r.delay_ms) for r in got] == [
+        ("tools/call", "resume refused (404)", 503.0),
+        ("tools/call", "resume refused (404)", 500.0),  # from the end of the first GET
+    ]
+
+
+def test_a_get_without_last_event_id_is_no_resumption() -> None:
+    call = _cut_call(sse={"events": 1, "final": False, "end": "complete"})
+    assert matrix.resumptions([call, _get(5, "2026-12-02T10:00:00.510Z", 200, False)]) == []
+
+
+def test_the_stream_cut_cell_of_a_client_that_resumes(tmp_path: Path) -> None:
+    """The lab's server is resumable: a client that resumes gets its answer, and the row
+    says it retried the call by resuming, not that it did nothing."""
+    call = _cut_call(
+        sse={"events": 1, "final": True, "end": "complete", "resumed": True},
+        client="lab-py-sdk@2.3.0",
+    )
+    records = [call, _get(5, "2026-12-02T10:00:00.510Z", 200)]
+    (tmp_path / "mcp-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    entry = {"tool": "echo", "reply": "text", "results": [{"verdict": "ok", "text": "echo: hello"}]}
+    (tmp_path / "model.log").write_text(json.dumps(entry) + "\n")
+    (tmp_path / "client.out").write_text("LAB-DONE results=ok\n")
+    run = RunResult("py-sdk", "2.3.0", "stream_cut", "once", "stream_cut", str(tmp_path))
+    cell = matrix.build_cell(run)
+    assert (cell.retried, cell.how, cell.after, cell.model_text) == (
+        "tools/call",
+        "resume",
+        "0.2–0.7 s",
+        "ok",
+    )
+    assert cell.fired == 1 and not cell.notes and cell.inapplicable is None
