@@ -34,7 +34,11 @@ OLD = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN = "2026-07-28"
 CACHE = {"resultType": "complete", "ttlMs": 1000, "cacheScope": "private"}
 
-ANNOTATIONS = {"audience": ["user", "assistant"], "priority": 0.5, "lastModified": "2026-01-01"}
+ANNOTATIONS = {
+    "audience": ["user", "assistant"],
+    "priority": 0.5,
+    "lastModified": "2026-01-01T00:00:00Z",
+}
 CONTENT = [
     {"type": "text", "text": "hi", "annotations": ANNOTATIONS},
     {"type": "image", "data": "aGk=", "mimeType": "image/png"},
