@@ -5,7 +5,8 @@ negotiation probe) or a cut stream (a GET stream that ended `error` or `eof`, no
 the proxy stopped). Its *aftermath* is the client's next move in the same input: its next
 POST (a retry, `notifications/cancelled`, anything), a new GET stream, a DELETE; or, when
 there is none, the session's end as the proxy saw it (idle, shutdown), or nothing at all.
-The gap runs from the end of the incident (`ts` + `durationMs`) to the start of that move.
+The gap runs from the end of the incident (`ts` + `durationMs`; for a request whose stream
+closed before its record was written, `ts` + `streamClosedMs`) to the start of that move.
 A gap of `STALL_MS` or more is a *stall*, and is named as one. Requests of the session
 still in flight when a stream was cut are named too.
 
@@ -35,7 +36,9 @@ def aftermath_sql(base_cte: str, session: str | None = None) -> str:
     only = "" if session is None else f" AND a.session = {literal(session)}"
     return f"""WITH {base_cte},
 incident AS (
-  SELECT a.* FROM r a
+  -- te: when the incident ended for the client. A request whose stream closed before
+  -- its record did (it waited for a resumption until the proxy stopped) ended then.
+  SELECT a.*, CASE WHEN a.closed_early THEN a.tcut ELSE a.t1 END AS te FROM r a
   WHERE a.m{only} AND (
     (a.kind = 'request' AND NOT {not_failed("a.outcome")}
       AND NOT coalesce(a.negotiation, FALSE) AND coalesce(a.method, '') <> 'server/discover')
@@ -48,7 +51,7 @@ incident AS (
 ), placed AS (
   -- Each incident just before the first move at or after its end (less 5 ms of clock
   -- rounding), its client's moves in (start, input order): the next move follows it.
-  SELECT src, cl, t1 - 5 AS k, 0 AS side, seq FROM incident
+  SELECT src, cl, te - 5 AS k, 0 AS side, seq FROM incident
   UNION ALL
   SELECT src, cl, t0, 1, seq FROM move
 ), nexts AS (
@@ -61,10 +64,10 @@ incident AS (
   QUALIFY side = 0
 ), ends AS (
   SELECT a.src, a.seq, arg_min(e.endReason, e.seq) AS left_how,
-    arg_min(e.t1, e.seq) - a.t1 AS left_ms
+    arg_min(e.t1, e.seq) - a.te AS left_ms
   FROM incident a JOIN r e ON e.src = a.src AND e.session = a.session
-    AND e.kind = 'session_end' AND e.endReason IS NOT NULL AND e.t1 >= a.t1
-  GROUP BY a.src, a.seq, a.t1
+    AND e.kind = 'session_end' AND e.endReason IS NOT NULL AND e.t1 >= a.te
+  GROUP BY a.src, a.seq, a.te
 ), flight AS (
   SELECT a.src, a.seq, list(f.id ORDER BY f.id) AS ids
   FROM incident a JOIN r f ON f.src = a.src AND f.session = a.session
@@ -82,7 +85,7 @@ incident AS (
 SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
   n.id AS next_id, n.kind AS next_kind, n.method AS next_method,
   coalesce(list_contains(n.requestHeaders, 'last-event-id'), FALSE) AS next_lei,
-  n.t0 - a.t1 AS gap_ms,
+  n.t0 - a.te AS gap_ms,
   e.left_how, e.left_ms, f.ids AS in_flight,
   a.client, a.pv, a.scenario, c.cancel_id, c.cancel_ms
 FROM incident a

@@ -206,8 +206,11 @@ def _verdicts(*paths: Path) -> dict[tuple[str, str], str]:
     return verdicts
 
 
+# Derandomized so that CI runs the same 40 examples each time (150 random ones passed
+# when this was written; a DELETE-only recording once named no client, fixed then).
 @settings(
-    max_examples=25,
+    max_examples=40,
+    derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
