@@ -439,6 +439,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS), help="a subset"
     )
+    parser.add_argument(
+        "--addon-before",
+        type=Path,
+        help="another build of the addon script (a checkout before a change, its core "
+        "package renamed so the installed one does not shadow it), run as one more proxy "
+        "in the same interleaved set: its row is `addon-before`",
+    )
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_upstream:
@@ -449,6 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from mcp_layers_support import procs
 
+    scripts: dict[str, Path] = {"addon": procs.ADDON, "addon-clocked": CLOCK_SCRIPT}
+    if args.addon_before is not None:
+        CONFIGS["addon-before"] = (["-q"], WORKLOADS)
+        scripts["addon-before"] = args.addon_before.resolve()
     work = Path(tempfile.mkdtemp(prefix="addon-bench-"))
     started: list[Any] = []
     try:
@@ -473,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cmd = procs.mitmdump_cmd(
                 up_port,
                 ports[config],
-                addon={"addon": procs.ADDON, "addon-clocked": CLOCK_SCRIPT}.get(config),
+                addon=scripts.get(config),
                 record_dir=work / ("records" if config == "addon" else f"records-{config}"),
             )
             log = work / f"mitmdump-{config}.log"
