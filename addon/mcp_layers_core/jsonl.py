@@ -39,13 +39,19 @@ def _stdlib_line(record: dict[str, Any]) -> bytes:
     except ValueError:
         # A number past double range (an id of `1e400`, read as infinity) has no JSON
         # spelling: written null, as orjson writes it.
-        text = _stdlib_text(_finite(record))
-    return text.encode("utf-8") + b"\n"
+        record = _finite(record)  # type: ignore[assignment]
+        text = _stdlib_text(record)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate (`"\ud83d"`, half an emoji cut by the peer's encoder) is valid
+        # JSON but no UTF-8: written as the `\ud83d` escape it came as.
+        return _stdlib_text(record, ascii_only=True).encode("ascii") + b"\n"
 
 
-def _stdlib_text(record: object) -> str:
+def _stdlib_text(record: object, ascii_only: bool = False) -> str:
     return json.dumps(
-        record, separators=(",", ":"), ensure_ascii=False, default=repr, allow_nan=False
+        record, separators=(",", ":"), ensure_ascii=ascii_only, default=repr, allow_nan=False
     )
 
 

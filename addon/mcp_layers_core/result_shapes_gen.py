@@ -19,6 +19,9 @@ them):
   floors it before validating);
 - `format` (`uri`, `byte`, `uri-template`): an annotation in JSON Schema, and the SDK
   clients read these members as plain strings;
+- the scalars of `JSONValue` (2026-07-28): the schema lists string, integer and
+  boolean, leaving out the other numbers and null that JSON has and the Python SDK
+  client's `JSONValue` accepts (`0.5` in a capability's settings): any JSON value;
 - `description`, `default`, examples: no bearing on acceptance.
 
 `additionalProperties` is never `false` in these schemas (unknown members are allowed),
@@ -35,6 +38,9 @@ from typing import Any
 
 #: The versions whose schemas are read, oldest first.
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+
+#: Definitions that stand for any JSON value (see the module's docstring).
+ANY_VALUE = frozenset({"JSONValue"})
 
 #: Shapes any method's result may take besides its own (2026-07-28 on).
 EXTRA_ROOTS = ("InputRequiredResult",)
@@ -78,6 +84,9 @@ def reduce_node(node: Any, where: str) -> Any:
         return None
     if not isinstance(node, dict):
         raise SchemaError(f"{where}: not a schema object")
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.rsplit("/", 1)[-1] in ANY_VALUE:
+        return None
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROPPED:
@@ -133,7 +142,7 @@ def reachable(defs: dict[str, Any], roots: list[str]) -> dict[str, Any]:
         name = todo.pop()
         if name in out:
             continue
-        out[name] = reduce_node(defs[name], name)
+        out[name] = None if name in ANY_VALUE else reduce_node(defs[name], name)
         todo.extend(_refs(out[name]))
     return dict(sorted(out.items()))
 

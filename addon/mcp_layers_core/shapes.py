@@ -55,6 +55,10 @@ _TYPES: Final[dict[str, type | tuple[type, ...]]] = {
 #: A fault's detail is cut to this many characters (it quotes the peer's names).
 MAX_DETAIL: Final = 120
 
+#: Values nested deeper than this are not visited: no shape constrains them that deep
+#: but a recursive one (`JSONObject`), and a fault there is no claim worth the stack.
+MAX_DEPTH: Final = 64
+
 
 @dataclass(frozen=True, slots=True)
 class ShapeFault:
@@ -112,7 +116,10 @@ def _fault_in(
     if name is None:
         return None
     path: list[str | int] = []
-    reason = _check(defs, defs[name], result, path)
+    try:
+        reason = _check(defs, defs[name], result, path)
+    except RecursionError:  # a guard behind MAX_DEPTH: never an exception to the tracker
+        return None
     return None if reason is None else ShapeFault(tuple(path), reason)
 
 
@@ -125,7 +132,7 @@ def _shape_name(known: tuple[dict[str, str], dict[str, Any]], method: str) -> st
 
 def _check(defs: dict[str, Any], node: Any, value: Any, path: list[str | int]) -> str | None:
     """Why `value` does not fit `node` (and `path` then points at it), or None."""
-    if node is None:
+    if node is None or len(path) > MAX_DEPTH:
         return None
     ref = node.get("$")
     if ref is not None:
@@ -212,7 +219,7 @@ def _check_any(
     depth = len(path)
     named: Any = None
     for arm in arms:
-        trial: list[str | int] = []
+        trial = path.copy()  # its depth counts toward MAX_DEPTH too
         if _check(defs, arm, value, trial) is None:
             return None
         kind = _discriminator(defs, arm, "type")

@@ -86,3 +86,16 @@ def test_sse_events_follow_the_same_rules() -> None:
     answer = text_block_answer("1e400").replace(b'"id":1', b'"id":2')
     (record,) = r.sse(flow, [b"data: " + answer + b"\n\n"])
     assert record["outcome"] == "TOOL_SUCCESS"
+
+
+def test_a_lone_surrogate_is_recorded_as_its_escape() -> None:
+    # Valid JSON (JSON.stringify of an emoji cut in half), but no UTF-8: orjson refuses
+    # it, the stdlib reads it, and the record is still written, as one valid line.
+    r = Run()
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a \\ud83d"}]}}'
+    record = r.exchange(call(1), answer)
+    assert record["outcome"] == "TOOL_SUCCESS"
+    record["client"] = "agent \ud83d"
+    line = dumps_line(record)
+    assert line.endswith(b"\n") and b"\\ud83d" in line
+    assert json.loads(line)["client"] == "agent \ud83d"

@@ -281,3 +281,24 @@ def test_2026_results_without_result_type_are_refused_as_the_sdk_refuses_them() 
     assert verdict.note == Note("result_missing", "resultType")
     older = classify_answer("tools/call", 1, answer(bare), version="2025-11-25")
     assert older.outcome is Outcome.TOOL_SUCCESS
+
+
+def test_any_json_value_where_the_2026_schema_says_json_value() -> None:
+    # The schema's JSONValue lists no fractional number and no null; JSON and the SDK do.
+    discover = dict(MODERN_RESULTS["server/discover"])
+    discover["capabilities"] = {"logging": {"level": 0.5, "off": None, "nested": [{"a": 1.5}]}}
+    assert sdk_accepts("server/discover", MODERN, discover)
+    assert result_fault("server/discover", MODERN, discover) is None
+
+
+def test_deep_values_are_no_fault_and_no_exception() -> None:
+    deep: dict[str, Any] = {}
+    cursor = deep
+    for _ in range(5000):
+        cursor["a"] = {}
+        cursor = cursor["a"]
+    discover = dict(MODERN_RESULTS["server/discover"])
+    discover["capabilities"] = {"logging": deep, "experimental": deep}
+    assert result_fault("server/discover", MODERN, discover) is None
+    verdict = classify_answer("server/discover", 1, answer(discover), version=MODERN)
+    assert verdict.outcome is Outcome.SUCCESS
