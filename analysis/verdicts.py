@@ -187,6 +187,7 @@ COLUMNS: Final = (
     "negotiation",
     "injected",
     "server",
+    "userAgent",
 )
 
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between
@@ -241,6 +242,9 @@ def base(filters: Filters) -> str:
     retryAfterMs, retryAfterHonored, previousSession, endReason, requestHeaders, accept,
     eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario, injected, server,
     coalesce(max(client) OVER (PARTITION BY {SOURCE}, session), '(unknown client)') AS cl,
+    -- the session's user agent: with the name and the server, what tells one running
+    -- client from another of the same name (many apps keep an SDK's default name)
+    max(userAgent) OVER (PARTITION BY {SOURCE}, session) AS ua,
     {ISSUED} AS issued,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1,
@@ -293,13 +297,16 @@ _REINIT = f"""(SELECT i.id, i.ts, i.t0, i.requestHeaders, i.session, i.outcome F
    WHERE i.src = l.src AND i.kind = 'request' AND i.method = 'initialize'
      AND i.t0 >= l.t0 - 5 AND i.t0 <= l.t0 + {SESSION_LINK_MS}
      AND (i.previousSession = l.session
-          OR (i.previousSession IS NULL AND i.cl = l.cl AND i.server = l.server))
+          OR (i.previousSession IS NULL AND i.cl = l.cl AND i.server = l.server
+              AND i.ua IS NOT DISTINCT FROM l.ua))
    ORDER BY i.previousSession = l.session DESC, i.t0, i.seq LIMIT 1)"""
 
 # The client's first message to the same server within SESSION_LINK_MS after the 404 `l`,
-# in the same recording.
+# in the same recording: in the lost session, or with no session (a server-issued session
+# of the same name and agent may be another running client's, and is no evidence).
 _MOVE_AFTER_404 = f"""(SELECT n.id, n.ts, n.t0, n.kind, n.method, n.session FROM r n
    WHERE n.src = l.src AND n.cl = l.cl AND n.server = l.server AND n.sent
+     AND n.ua IS NOT DISTINCT FROM l.ua AND (n.session = l.session OR NOT n.issued)
      AND n.t0 >= l.t0 AND n.t0 <= l.t0 + {SESSION_LINK_MS} AND n.seq <> l.seq
      -- not the request the 404 answered (it may start in the same millisecond)
      AND NOT (n.session = l.session AND coalesce(list_contains(n.notes, 'session_lost'), FALSE))
@@ -378,11 +385,16 @@ def _graceful_sql(cut_next: str) -> str:
     wait = f"greatest({RECONNECT_GRACE_MS}, coalesce(retryMs, 0) * {VERY_LATE_FACTOR})"
     return f"""
 SELECT src, client,
-  CASE WHEN next_id IS NOT NULL THEN TRUE WHEN tend >= t1 + {wait} THEN FALSE END AS ok,
+  CASE WHEN next_id IS NOT NULL THEN TRUE
+       -- before 2025-11-25 a client resumes only "if it wishes": no miss to claim
+       WHEN coalesce(pv, '2025-11-25') < '2025-11-25' THEN NULL
+       WHEN tend >= t1 + {wait} THEN FALSE END AS ok,
   id, ts,
   'stream #' || id || ' at ' || substr(ts, 12, 12) || ' closed (' || how || ') before '
     || 'its answer; ' || CASE WHEN next_id IS NOT NULL
       THEN 'GET #' || next_id || ' after ' || (next_t0 - t1) || ' ms'
+    WHEN coalesce(pv, '2025-11-25') < '2025-11-25' THEN 'no GET followed, under ' || pv
+      || ', where resuming is the client''s choice (the polling SHOULD is 2025-11-25''s)'
     WHEN tend >= t1 + {wait} THEN 'no GET followed'
     ELSE 'the recording ends ' || (tend - t1) || ' ms after, before a GET was due' END
     AS evidence
@@ -412,7 +424,9 @@ LEFT JOIN LATERAL (
     AND a.t0 > c.tcut
   ORDER BY a.t0, a.seq LIMIT 1) a ON TRUE
 WHERE c.m AND c.kind = 'stream' AND c.status BETWEEN 200 AND 299 AND NOT c.shutdown
-  AND c.sse IS NOT NULL AND coalesce(c.pv, '') >= '2025-03-26'
+  -- the sentence is 2025-11-25's; 2026-07-28 has no standby GET stream to reopen
+  AND c.sse IS NOT NULL AND coalesce(c.pv, '') >= '2025-11-25'
+  AND c.pv < '2026-07-28'
   -- Ended by the far side. A GET that ended `error` unmarked may be the client's own
   -- hang-up: the recording cannot tell, so it is not judged.
   AND (c.sse."end" IN ('eof', 'complete') OR coalesce(c.injected.action, '') = 'idle_cut')
@@ -457,11 +471,13 @@ SELECT g.src, g.cl AS client,
       || 'nothing more to ask' END AS evidence
 FROM r g LEFT JOIN LATERAL (
   SELECT n.id, n.ts, n.method, n.kind FROM r n
-  WHERE n.src = g.src AND n.session = g.session AND n.seq > g.seq AND n.kind = 'request'
-  ORDER BY n.seq LIMIT 1) n ON TRUE
+  WHERE n.src = g.src AND n.session = g.session AND n.t0 >= g.t0 AND n.seq <> g.seq
+    AND n.kind = 'request'
+  ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
 LEFT JOIN LATERAL (
   SELECT q.id, q.ts, q.kind FROM r q
   WHERE q.src = g.src AND q.cl = g.cl AND q.server = g.server AND q.t0 >= g.t0
+    AND q.ua IS NOT DISTINCT FROM g.ua
     AND q.t0 <= g.t0 + {SESSION_LINK_MS}
     AND ((q.kind = 'session_end' AND q.session = g.session AND q.sent)
          OR (q.kind = 'request' AND q.method = 'initialize'))
@@ -482,9 +498,9 @@ SELECT i.src, i.cl AS client,
     ELSE ': nothing followed in its session' END AS evidence
 FROM r i LEFT JOIN LATERAL (
   SELECT n.id, n.ts FROM r n
-  WHERE n.src = i.src AND n.session = i.session AND n.seq > i.seq
+  WHERE n.src = i.src AND n.session = i.session AND n.t0 >= i.t0 AND n.seq <> i.seq
     AND n.kind = 'notification' AND n.method = 'notifications/initialized'
-  ORDER BY n.seq LIMIT 1) n ON TRUE
+  ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
 LEFT JOIN LATERAL (
   SELECT o.id, o.ts, o.method, o.kind FROM r o
   WHERE o.src = i.src AND o.session = i.session AND o.t0 >= i.t1 - 5 AND o.sent
@@ -525,6 +541,7 @@ FROM (
     arg_max(first_sent_ts, start_t0) OVER k AS later_ts
   FROM (
     SELECT src, session, any_value(cl) AS cl, any_value(server) AS server,
+      any_value(ua) AS ua, max(pv) AS pv,
       bool_or(m) AS m, min(id) AS first_id, min(ts) AS first_ts,
       min(t0) FILTER (WHERE sent) AS start_t0,
       arg_min(id, t0) FILTER (WHERE sent) AS first_sent_id,
@@ -540,19 +557,23 @@ FROM (
           AND injected IS NULL, t1) FILTER (WHERE sent), FALSE) AS hung_up
     FROM r WHERE issued
     GROUP BY src, session)
-  WINDOW k AS (PARTITION BY src, cl, server))
-WHERE m AND (delete_id IS NOT NULL OR NOT lost)"""
+  WINDOW k AS (PARTITION BY src, cl, server, ua))
+-- DELETE ends a session from 2025-03-26 on; 2024-11-05's HTTP+SSE sessions have none.
+WHERE m AND (delete_id IS NOT NULL OR NOT lost) AND coalesce(pv, '') <> '2024-11-05'"""
 
 
 def _rules() -> tuple[Rule, ...]:
     cut_next = f"""
   SELECT c.src, c.cl AS client, c.id, c.kind, c.ts, c.m, c.tcut AS t1, c.tend, c.retryMs,
+    c.pv,
     n.id AS next_id,
     n.ts AS next_ts,
     n.t0 AS next_t0, n.requestHeaders AS next_headers, c.sse.final AS final, c.sse."end" AS how,
     coalesce(c.sse.resumed, FALSE) AS resumed
   FROM r c LEFT JOIN LATERAL {_NEXT_GET} n ON TRUE
-  WHERE {_CUT}"""
+  -- 2026-07-28 removed resumability ("Resumable SSE streams via `Last-Event-ID` are not
+  -- supported"): its streams are no instance of the resumption checks.
+  WHERE {_CUT} AND coalesce(c.pv, '') < '2026-07-28'"""
     return (
         Rule(
             "mcp-layers/session-renegotiate-on-404",
@@ -621,14 +642,18 @@ FROM ({cut_next}) WHERE m AND next_id IS NOT NULL""",
 SELECT src, client, gap >= retryMs - {WAIT_TOLERANCE_MS}
     AND gap <= retryMs + {LATE_TOLERANCE_MS} AS ok,
   -- As the suite grades it: early or over twice the delay (a backoff of its own) FAILs,
-  -- slightly late is a WARNING.
-  gap >= retryMs - {WAIT_TOLERANCE_MS} AND gap <= retryMs * {VERY_LATE_FACTOR} AS soft,
+  -- slightly late is a WARNING. The MUST is 2025-11-25's: under an earlier version (or
+  -- one the recording does not know) a miss is a WARNING.
+  (gap >= retryMs - {WAIT_TOLERANCE_MS} AND gap <= retryMs * {VERY_LATE_FACTOR})
+    OR coalesce(pv, '') < '2025-11-25' AS soft,
   id, ts,
   'stream #' || id || ' asked retry ' || retryMs || ' ms; GET #' || next_id
     || ' came after ' || gap || ' ms' ||
     CASE WHEN gap < retryMs - {WAIT_TOLERANCE_MS} THEN ' (too early)'
          WHEN gap > retryMs * {VERY_LATE_FACTOR} THEN ' (over twice the delay)'
-         WHEN gap > retryMs + {LATE_TOLERANCE_MS} THEN ' (late)' ELSE '' END AS evidence
+         WHEN gap > retryMs + {LATE_TOLERANCE_MS} THEN ' (late)' ELSE '' END ||
+    CASE WHEN coalesce(pv, '') < '2025-11-25' THEN ' under ' || coalesce(pv, 'an unknown '
+      || 'version') || ', before 2025-11-25 made it a MUST' ELSE '' END AS evidence
 FROM (SELECT *, next_t0 - t1 AS gap FROM ({cut_next}))
 WHERE m AND retryMs IS NOT NULL AND next_id IS NOT NULL""",
             url=_spec("2025-11-25", "transports", "resumability-and-redelivery"),
