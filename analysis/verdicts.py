@@ -706,9 +706,10 @@ WHERE m AND retryMs IS NOT NULL AND next_id IS NOT NULL""",
             url="https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3",
             quote=RETRY_AFTER,
             evidence=(
-                "a retry by the client's transport (`retryOrigin` `resend`, or a `reinit` "
-                "with the same JSON-RPC id) of a 429/503 with `Retry-After`, and its delay; a "
-                "re-issued `tools/call` may be the model's decision and is undecidable"
+                "a retry of a 429/503 with `Retry-After` (`retryAfterHonored`), and its "
+                "delay: a resend of the same message, or a repeat of a method the model does "
+                "not choose; a `tools/call`, `resources/read` or `prompts/get` under a new id "
+                "may be the model's decision and is undecidable"
             ),
         ),
         Rule(
