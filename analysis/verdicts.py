@@ -312,6 +312,16 @@ _MOVE_AFTER_404 = f"""(SELECT n.id, n.ts, n.t0, n.kind, n.method, n.session FROM
      AND NOT (n.session = l.session AND coalesce(list_contains(n.notes, 'session_lost'), FALSE))
    ORDER BY n.t0, n.seq LIMIT 1)"""
 
+# What the 404 answered (the message noted `session_lost`), so the evidence says it: a
+# resumption GET refused with 404 loses the session as any other request's 404 does.
+_ANSWERED_404 = """(SELECT CASE WHEN a.kind = 'stream' THEN
+       CASE WHEN list_contains(a.requestHeaders, 'last-event-id')
+         THEN 'a GET with Last-Event-ID #' ELSE 'a GET #' END
+     ELSE coalesce(a.method, a.kind) || ' #' END || a.id AS what FROM r a
+   WHERE a.src = l.src AND a.session = l.session
+     AND coalesce(list_contains(a.notes, 'session_lost'), FALSE)
+   ORDER BY abs(a.t0 - l.t0), a.seq LIMIT 1)"""
+
 # A later `initialize` the addon linked to the lost session, past the window.
 _LATE_REINIT = f"""(SELECT i.id, i.t0 FROM r i
    WHERE i.src = l.src AND i.kind = 'request' AND i.method = 'initialize'
@@ -333,7 +343,7 @@ SELECT l.src, l.cl AS client,
        -- silent: a failure only if the recording watched it for the whole window
        ELSE CASE WHEN l.tend >= l.t0 + {SESSION_LINK_MS} THEN FALSE END END AS ok,
   l.id, l.ts,
-  'session lost ' || {_at("l")} || ': ' || CASE
+  'session lost ' || {_at("l")} || coalesce(' (404 to ' || w.what || ')', '') || ': ' || CASE
     WHEN i.id IS NOT NULL THEN 'initialize ' || {_at("i")} ||
       CASE WHEN i.requestHeaders IS NULL THEN ', its request headers were not recorded'
            WHEN list_contains(i.requestHeaders, 'mcp-session-id')
@@ -353,6 +363,7 @@ FROM r l
 LEFT JOIN LATERAL {_REINIT} i ON TRUE
 LEFT JOIN LATERAL {_MOVE_AFTER_404} n ON TRUE
 LEFT JOIN LATERAL {_LATE_REINIT} z ON TRUE
+LEFT JOIN LATERAL {_ANSWERED_404} w ON TRUE
 WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found'"""
 
 
