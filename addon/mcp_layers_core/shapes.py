@@ -13,6 +13,7 @@ beyond `type`) are not visited, and a value is visited at most once per alternat
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -174,23 +175,20 @@ def _check_object(
             path.append(name)
             return "missing"
     props = node.get("p", {})
-    for name, sub in props.items():
-        if sub is not None and name in value:
-            path.append(name)
-            why = _check(defs, sub, value[name], path)
-            if why is not None:
-                return why
-            path.pop()
+    why = _first_fault(
+        defs,
+        (
+            (name, sub, value[name])
+            for name, sub in props.items()
+            if sub is not None and name in value
+        ),
+        path,
+    )
     rest = node.get("ap")
-    if rest is not None:
-        for name, item in value.items():
-            if name not in props:
-                path.append(name)
-                why = _check(defs, rest, item, path)
-                if why is not None:
-                    return why
-                path.pop()
-    return None
+    if why is None and rest is not None:
+        others = ((name, rest, item) for name, item in value.items() if name not in props)
+        why = _first_fault(defs, others, path)
+    return why
 
 
 def _check_array(
@@ -202,9 +200,16 @@ def _check_array(
     items = node.get("i")
     if items is None:
         return None
-    for index, item in enumerate(value):
-        path.append(index)
-        why = _check(defs, items, item, path)
+    return _first_fault(defs, ((i, items, item) for i, item in enumerate(value)), path)
+
+
+def _first_fault(
+    defs: dict[str, Any], members: Iterable[tuple[str | int, Any, Any]], path: list[str | int]
+) -> str | None:
+    """The first of (key, shape, value) that does not fit, with `path` pointing at it."""
+    for key, shape, item in members:
+        path.append(key)
+        why = _check(defs, shape, item, path)
         if why is not None:
             return why
         path.pop()
