@@ -1,10 +1,10 @@
 """What the analysis reads from a record, typed from the record definition.
 
 The record is defined once, in the core (`mcp_layers_core.record`): field order, types and
-vocabularies come from there. This module spells their types in the small language both
-decoders are built from (msgspec Structs when msgspec is installed, orjson plus a checker
-otherwise), so the two accept and reject exactly the same lines, and gives the commands
-the vocabularies as plain strings.
+vocabularies come from there. This module spells their types in the small language the line
+checker is built from (orjson plus a checker, `records.py`; the engine's column types come
+from the same definition, `table.py`), so the two accept and reject the same lines, and
+gives the commands the vocabularies as plain strings.
 """
 
 from __future__ import annotations
@@ -61,33 +61,13 @@ def _field_type(name: str, t: FieldType) -> DecoderType | None:
     return _decoder_type(t)
 
 
-#: Every field the analysis decodes, with its type, in the order records carry them: the
-#: decoder declares its fields in this order, which is what makes msgspec find each key at
-#: the first try. `v` is checked apart, by both decoders.
+#: Every field the analysis decodes, with its type, in the order records carry them. `v`
+#: is checked apart.
 FIELDS: Final[dict[str, DecoderType]] = {
     f.name: d
     for f in record.FIELDS
     if f.name != "v" and (d := _field_type(f.name, f.type)) is not None
 }
-
-#: What `summary` and `compare` need; a smaller set decodes faster.
-SUMMARY_FIELDS: Final = (
-    "kind",
-    "durationMs",
-    "client",
-    "scenario",
-    "protocolVersion",
-    "method",
-    "tool",
-    "httpStatuses",
-    "jsonrpc",
-    "outcome",
-    "layer",
-    "injected",
-)
-
-#: Everything: `retries`, `sessions` and `show` follow links between records.
-ALL_FIELDS: Final = tuple(FIELDS)
 
 # Record kinds.
 REQUEST: Final = record.Kind.REQUEST.value

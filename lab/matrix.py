@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from mcp_layers_core.record import RETRY_ORIGINS, SUCCESSFUL
+from mcp_layers_core.record import RETRY_ORIGINS, SUCCESSFUL, RetryOrigin
 
 from . import clients as clients_mod
 from . import presets
@@ -144,7 +144,10 @@ class Cell:
             return "—"
         text = ", ".join(
             dict.fromkeys(
-                bucket(r.delay_ms, MODEL_BUCKETS if r.model or r.origin == "reinit" else BUCKETS)
+                bucket(
+                    r.delay_ms,
+                    MODEL_BUCKETS if r.model or r.origin == RetryOrigin.REINIT else BUCKETS,
+                )
                 for r in self.retries
             )
         )
@@ -254,7 +257,7 @@ def build_cell(run: RunResult) -> Cell:
         cell.reinit = any(
             r.get("method") == "initialize"
             and r["id"] > failed[0]
-            and r.get("retryOrigin") in (None, "none")
+            and r.get("retryOrigin") in (None, RetryOrigin.NONE)
             for r in requests
         )
 

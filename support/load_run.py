@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcp_layers_core.record import Outcome
 from mcp_layers_support.messages import jbytes, sse_block, tool_result
 from mcp_layers_support.rawhttp import HOST
 from mcp_layers_support.recordings import check_dir
@@ -29,15 +30,15 @@ from mcp_layers_support.scripted_upstream import Received, Reply, ScriptedUpstre
 READ_TIMEOUT_S = 20.0
 
 #: mode -> (share of the POSTs, the outcome its record must have)
-MODES: dict[str, tuple[int, str]] = {
-    "json_ok": (30, "TOOL_SUCCESS"),
-    "sse_ok": (30, "TOOL_SUCCESS"),
-    "tool_error": (8, "TOOL_ERROR"),
-    "rpc_error": (8, "JSONRPC_ERROR"),
-    "http_500": (6, "HTTP_ERROR"),
-    "http_503": (6, "HTTP_ERROR"),
-    "sse_cut": (6, "STREAM_INCOMPLETE"),
-    "reset": (6, "NO_RESPONSE"),
+MODES: dict[str, tuple[int, Outcome]] = {
+    "json_ok": (30, Outcome.TOOL_SUCCESS),
+    "sse_ok": (30, Outcome.TOOL_SUCCESS),
+    "tool_error": (8, Outcome.TOOL_ERROR),
+    "rpc_error": (8, Outcome.JSONRPC_ERROR),
+    "http_500": (6, Outcome.HTTP_ERROR),
+    "http_503": (6, Outcome.HTTP_ERROR),
+    "sse_cut": (6, Outcome.STREAM_INCOMPLETE),
+    "reset": (6, Outcome.NO_RESPONSE),
 }
 MODE_CYCLE = [mode for mode, (share, _) in MODES.items() for _ in range(share)]
 
