@@ -269,13 +269,22 @@ def loaded(
         engine.close()
 
 
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _bad_lines_read(report: Report) -> str:
+    """`1 bad line skipped (1 record read)`, in English either way."""
+    lines, records = _counted(report.bad_lines, "bad line"), _counted(report.records, "record")
+    return f"{lines} skipped ({records} read)"
+
+
 def _judge(reading: Reading, report: Report) -> None:
     """What reading found, on stderr; UsageFailure when it is too much to go on."""
     for message in report.messages:
         _warn(message)
     if report.bad_lines:
-        noun = "line" if report.bad_lines == 1 else "lines"
-        _warn(f"mcp-layers: {report.bad_lines} bad {noun} skipped ({report.records} records read)")
+        _warn(f"mcp-layers: {_bad_lines_read(report)}")
         if reading.strict:
             raise UsageFailure("bad lines in the input (--strict)")
         if report.bad_lines > report.records and not reading.lenient:
@@ -757,7 +766,7 @@ def _export_otlp_json(otlp_json: str, paths: tuple[str, ...]) -> None:
     except OSError as exc:
         raise UsageFailure(f"{otlp_json}: {exc.strerror or exc}") from None
     if report.bad_lines:
-        _warn(f"mcp-layers: {report.bad_lines} bad lines skipped ({report.records} records read)")
+        _warn(f"mcp-layers: {_bad_lines_read(report)}")
     if not report.records:
         _warn("mcp-layers: no records in the input")
         raise SystemExit(ExitStatus.NOTHING_MATCHED)

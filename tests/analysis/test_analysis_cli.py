@@ -364,3 +364,10 @@ def test_an_input_that_is_mostly_not_records_exits_2(name: str) -> None:
     assert result.stdout == ""
     assert "most lines of the input are not records" in result.stderr
     assert "--lenient reads it anyway" in result.stderr.splitlines()[-1]
+
+
+def test_one_record_is_one_record(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"v":1,"kind":"request"}\n{oops\n')
+    result = invoke("summary", path, "--no-progress")
+    assert "mcp-layers: 1 bad line skipped (1 record read)\n" in result.stderr
