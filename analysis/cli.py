@@ -273,10 +273,9 @@ def _counted(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _bad_lines_read(report: Report) -> str:
+def _bad_lines_read(bad_lines: int, records: int) -> str:
     """`1 bad line skipped (1 record read)`, in English either way."""
-    lines, records = _counted(report.bad_lines, "bad line"), _counted(report.records, "record")
-    return f"{lines} skipped ({records} read)"
+    return f"{_counted(bad_lines, 'bad line')} skipped ({_counted(records, 'record')} read)"
 
 
 def _judge(reading: Reading, report: Report) -> None:
@@ -284,7 +283,7 @@ def _judge(reading: Reading, report: Report) -> None:
     for message in report.messages:
         _warn(message)
     if report.bad_lines:
-        _warn(f"mcp-layers: {_bad_lines_read(report)}")
+        _warn(f"mcp-layers: {_bad_lines_read(report.bad_lines, report.records)}")
         if reading.strict:
             raise UsageFailure("bad lines in the input (--strict)")
         if report.bad_lines > report.records and not reading.lenient:
@@ -766,7 +765,7 @@ def _export_otlp_json(otlp_json: str, paths: tuple[str, ...]) -> None:
     except OSError as exc:
         raise UsageFailure(f"{otlp_json}: {exc.strerror or exc}") from None
     if report.bad_lines:
-        _warn(f"mcp-layers: {_bad_lines_read(report)}")
+        _warn(f"mcp-layers: {_bad_lines_read(report.bad_lines, report.records)}")
     if not report.records:
         _warn("mcp-layers: no records in the input")
         raise SystemExit(ExitStatus.NOTHING_MATCHED)
