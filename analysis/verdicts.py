@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
+from mcp_layers_core.record import STAND_IN_PREFIX
+
 from . import forensics, queries
 from .filters import Filters
 from .load import Engine
@@ -229,7 +231,7 @@ MODEL_REPEAT: Final = (
 #: none, the addon stands the client in with a `c-` pseudonym (record.py, `session`; the
 #: OTel export reads it the same way); under `mcp_raw_session_ids` a server's own id is
 #: kept as is, so the test is the stand-in's prefix, not the hash's `s-`.
-ISSUED: Final = "(session IS NOT NULL AND NOT starts_with(session, 'c-'))"
+ISSUED: Final = f"(session IS NOT NULL AND NOT starts_with(session, '{STAND_IN_PREFIX}'))"
 
 
 def base(filters: Filters) -> str:

@@ -33,7 +33,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from .record import NOT_FAILED, Outcome
+from .identify import is_sessionless
+from .record import NOT_FAILED, STAND_IN_PREFIX, Outcome
 
 #: The conventions followed: repository, commit, and the files read.
 SEMCONV_REPOSITORY: Final = "open-telemetry/semantic-conventions-genai"
@@ -48,9 +49,6 @@ OPERATION_DURATION: Final = "mcp.client.operation.duration"
 SESSION_DURATION: Final = "mcp.client.session.duration"
 #: Counters of this project (not in the conventions): exchanges by verdict and retry.
 EXCHANGES: Final = "mcp_layers.exchanges"
-
-#: The revision that removed protocol-level sessions: `mcp.session.id` MUST NOT be set.
-SESSIONLESS_VERSION: Final = "2026-07-28"
 
 #: Methods whose `params.uri` is `mcp.resource.uri`.
 RESOURCE_METHODS: Final = frozenset(
@@ -195,16 +193,17 @@ def is_real_session(session: object) -> bool:
     names where there is none (stateless servers, 2026-07-28): stand-ins never end, so
     they get no session span and no trace of their own; their exchanges are each their
     own trace, found together by `mcp_layers.session`."""
-    return isinstance(session, str) and bool(session) and not session.startswith("c-")
+    return isinstance(session, str) and bool(session) and not session.startswith(STAND_IN_PREFIX)
 
 
 def session_id_allowed(record: dict[str, Any]) -> bool:
     """May `mcp.session.id` be set? Only for a real `Mcp-Session-Id` (not the client
-    stand-in `c-…`) of a revision before 2026-07-28."""
+    stand-in `c-…`) of a revision before 2026-07-28, which removed protocol-level
+    sessions: there `mcp.session.id` MUST NOT be set."""
     if not is_real_session(record.get("session")):
         return False
     version = record.get("protocolVersion")
-    return not (isinstance(version, str) and version >= SESSIONLESS_VERSION)
+    return not (isinstance(version, str) and is_sessionless(version))
 
 
 def resource_uri(record: dict[str, Any]) -> str | None:

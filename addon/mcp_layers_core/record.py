@@ -22,6 +22,10 @@ from typing import Any, Final, NamedTuple
 #: The format version every record carries as `"v"`. Readers refuse a larger one.
 FORMAT_VERSION: Final = 1
 
+#: How a `session` the client stands in for begins (no session the server issued); every
+#: other session is one the server issued, hashed or, with `mcp_raw_session_ids`, raw.
+STAND_IN_PREFIX: Final = "c-"
+
 
 # -- vocabularies ------------------------------------------------------------------
 

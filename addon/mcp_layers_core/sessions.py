@@ -23,7 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from . import limits
-from .record import EndReason
+from .record import STAND_IN_PREFIX, EndReason
 from .redact import pseudonym
 
 #: (client address, user agent, "name@version"): who a session belongs to.
@@ -131,7 +131,7 @@ class SessionBook:
         Not the connection: SDK clients close the connection after every SSE answer, so
         a per-connection key would make every POST a "session" of its own.
         """
-        return self._get(pseudonym("c-", f"{host} {user_agent or ''}"), real=False)
+        return self._get(pseudonym(STAND_IN_PREFIX, f"{host} {user_agent or ''}"), real=False)
 
     def _get(self, key: str, real: bool) -> Session:
         s = self._sessions.get(key)

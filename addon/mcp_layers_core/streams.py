@@ -49,6 +49,10 @@ class Carrier:
     batch: list[Any] | None = None
 
 
+#: How most answers travel: on their own, in a `message` event (one value for every event).
+ON_ITS_OWN = Carrier()
+
+
 class Carried(dict[str, Any]):
     """An answer a GET stream carried before its request was parked (the POST's 202
     comes later): the message, as the waiting room keeps it, and its `Carrier`."""
@@ -70,7 +74,7 @@ class StreamReading:
 
         def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None: ...
         def _judge(self, x: Exchange, p: PendingRequest, answer: object) -> Verdict: ...
-        def _settle(self, x: Exchange, p: PendingRequest, answer: object) -> None: ...
+        def _settle_rest(self, x: Exchange, answer: object) -> None: ...
         def _record(self, f: Finished, negotiation: bool | None = None) -> dict[str, Any]: ...
         def _conclude_request(
             self, x: Exchange, p: PendingRequest, ts: float, *, answered: bool
@@ -123,16 +127,14 @@ class StreamReading:
             self._give_up_on_foreign_stream(x, s)
             return []
         if not isinstance(value, list):
-            return self._stream_message(x, s, value, ts, Carrier())
+            return self._stream_message(x, s, value, ts, ON_ITS_OWN)
         if x.kind == "request" and not self._batches(x) and any(map(is_response, value)):
             # Where batches do not exist, an array answers no request of the POST it
             # came on, whatever it names: the rule of a JSON body (`_answer_requests`).
             # mcp 2.3.0 validates an event's data as ONE message and fails the POST's
             # request on an array (PARSE_ERROR); the TS SDK (1.32.2) drops the event.
             s.saw_jsonrpc = True
-            for p in x.requests:
-                if p.verdict is None:
-                    self._settle(x, p, value)  # INVALID_ENVELOPE, `batch_answer:<version>`
+            self._settle_rest(x, value)  # INVALID_ENVELOPE, `batch_answer:<version>`
             return []
         records: list[dict[str, Any]] = []
         carrier = Carrier(batch=value)
@@ -256,11 +258,8 @@ class StreamReading:
         """The stream ends (or its client hung up): an error without an id it carried
         answers every request of the POST that no answer named."""
         s = x.stream
-        if s is None or s.unnamed_error is None:
-            return
-        for p in x.requests:
-            if p.verdict is None:
-                self._settle(x, p, s.unnamed_error)
+        if s is not None and s.unnamed_error is not None:
+            self._settle_rest(x, s.unnamed_error)
 
     def _give_up_on_foreign_stream(self, x: Exchange, s: StreamState) -> None:
         """A GET stream that shows no JSON-RPC after a few events is not MCP: stop parsing."""

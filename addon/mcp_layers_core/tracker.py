@@ -459,8 +459,7 @@ class Tracker(Concluding, StreamReading):
         whole gets one error object, id null).
         """
         if isinstance(answer, list) and not batch_allowed(x.protocol_version):
-            for p in x.requests:
-                self._settle(x, p, answer)  # INVALID_ENVELOPE, `batch_answer:<version>`
+            self._settle_rest(x, answer)  # INVALID_ENVELOPE, `batch_answer:<version>`
             return
         if len(x.requests) == 1 and not isinstance(answer, list):
             self._settle(x, x.requests[0], answer)
@@ -474,14 +473,18 @@ class Tracker(Concluding, StreamReading):
                 self._settle(x, asked, msg)
             elif unnamed is None and is_unnamed_error(msg):
                 unnamed = msg
-        for p in x.requests:
-            if p.verdict is None:
-                self._settle(x, p, unnamed or (answer if answer is NOT_JSON else None))
+        self._settle_rest(x, unnamed or (answer if answer is NOT_JSON else None))
 
     def _settle(self, x: Exchange, p: PendingRequest, answer: object) -> None:
         """`answer` is the one `p` gets: judge it, and learn from it."""
         p.verdict = self._judge(x, p, answer)
         self._learn(x, p, answer)
+
+    def _settle_rest(self, x: Exchange, answer: object) -> None:
+        """`answer` is the one every request of `x` still without a verdict gets."""
+        for p in x.requests:
+            if p.verdict is None:
+                self._settle(x, p, answer)
 
     @staticmethod
     def _judge(x: Exchange, p: PendingRequest, answer: object) -> Verdict:
