@@ -64,7 +64,7 @@ from mcp_layers_core.flow_comment import comment_of, mark_of
 from mcp_layers_core.jsonl import RecordWriter, run_file_name
 from mcp_layers_core.otel_config import parse_headers
 from mcp_layers_core.otel_map import run_of
-from mcp_layers_core.tracker import Settings, Tracker
+from mcp_layers_core.tracker import Emitted, Settings, Tracker
 from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
 from mcp_layers_otel import LiveExporter
 from mcp_layers_startup import check_updated, configure_or_refuse, refuse_bad_startup_options
@@ -242,7 +242,6 @@ class Recorder:
         self._on_headers = _Guard(self, "responseheaders")
         self._on_response = _Guard(self, "response")
         self._on_error = _Guard(self, "error")
-        self.tracker.record_flows = {}
         # The script's instance stops the proxy on a bad option at start-up (see
         # mcp_layers_startup); an instance a test builds raises OptionsError.
         self._refuse_at_startup = refuse_at_startup
@@ -373,7 +372,6 @@ class Recorder:
         check_updated(opts, updated, options.RECORDER_OPTIONS)
         if "mcp_flow_comments" in updated:
             self.comments = opts.mcp_flow_comments
-            self.tracker.record_flows = {} if self.comments else None
             if not self.comments:
                 self._live.clear()
                 self._awaiting.clear()
@@ -715,8 +713,9 @@ class Recorder:
     # -- plumbing -----------------------------------------------------------------------
 
     def feed(self, event: Event) -> None:
-        records = self.tracker.handle(event)
-        if records:
+        emitted = self.tracker.handle(event)
+        if emitted:
+            records = [e.record for e in emitted]
             batch = self._batch
             if batch is not None:
                 batch += records
@@ -726,20 +725,16 @@ class Recorder:
                     self.exporter.submit(records)
             if self.comments:
                 with self.guard("flow comment"):
-                    self._comment(records, getattr(event, "flow", None))
+                    self._comment(emitted, getattr(event, "flow", None))
 
-    def _comment(self, records: list[dict[str, Any]], current: str | None) -> None:
+    def _comment(self, emitted: list[Emitted], current: str | None) -> None:
         """Put each record's verdict on its flow. A record may be of another flow than
         the event's (a parked answer, an eviction, a held probe), or come after its
         flow's hooks (a batch): mitmproxy is then told that flow changed, so mitmweb
         shows it."""
-        flows = self.tracker.record_flows
-        if flows is None:
-            return
         changed: list[http.HTTPFlow] = []
         batched = self._changed
-        for record in records:
-            flow_id = flows.pop(record["id"], None)
+        for record, flow_id in emitted:
             if flow_id is None:
                 continue  # the proxy's own end of a session: no flow
             ref = self._live.get(flow_id)

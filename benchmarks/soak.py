@@ -41,7 +41,7 @@ from mcp_layers_core.events import (
     Tick,
 )
 from mcp_layers_core.jsonl import dumps_line
-from mcp_layers_core.tracker import Tracker
+from mcp_layers_core.tracker import Tracker, records_of
 from mcp_layers_support.gauges import rss_kib
 
 JSON = {"content-type": "application/json"}
@@ -84,7 +84,7 @@ class CoreSoak:
         self.now += self.step
         if self.now >= self.next_tick:
             self.next_tick = self.now + 5.0
-            self._emit(self.t.handle(Tick(self.now)))
+            self._emit(records_of(self.t.handle(Tick(self.now))))
         return self.now
 
     def _exchange(
@@ -148,9 +148,11 @@ class CoreSoak:
             self.n += 1
             flow = f"f{self.n}"
             ts = self._advance()
-            records = self.t.handle(OtherRequest(flow, ts, "DELETE", server, "10.1.0.1:5000", hs))
-            records += self.t.handle(ResponseStarted(flow, ts + 0.001, 200, {}))
-            records += self.t.handle(ResponseBody(flow, ts + 0.002, b"", 0))
+            records = records_of(
+                self.t.handle(OtherRequest(flow, ts, "DELETE", server, "10.1.0.1:5000", hs))
+            )
+            records += records_of(self.t.handle(ResponseStarted(flow, ts + 0.001, 200, {})))
+            records += records_of(self.t.handle(ResponseBody(flow, ts + 0.002, b"", 0)))
             self.requests += 1
             self._emit(records)
 
@@ -190,7 +192,7 @@ def core_run(hours: float, rps: float, samples: int = 12, seed: int = 19) -> dic
             }
         )
         print("core", rows[-1], flush=True)
-    soak._emit(soak.t.handle(ProxyStopping(soak.now + 1)))
+    soak._emit(records_of(soak.t.handle(ProxyStopping(soak.now + 1))))
     return {
         "hours": hours,
         "rps": rps,

@@ -23,7 +23,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from mcp_layers_core.record import NoteCode
 from mcp_layers_core.record_docs import json_schema
-from mcp_layers_core.tracker import Tracker
+from mcp_layers_core.tracker import Emitted, Tracker
 
 VALIDATOR = Draft202012Validator(json_schema())
 NOTE_CODES = frozenset(c.value for c in NoteCode)
@@ -55,12 +55,12 @@ def record_errors(record: object) -> list[str]:
 def _validate_core_records() -> Iterator[None]:
     original = Tracker.handle
 
-    def checked(self: Tracker, event: Any) -> list[dict[str, Any]]:
-        records = original(self, event)
-        for record in records:
+    def checked(self: Tracker, event: Any) -> list[Emitted]:
+        emitted = original(self, event)
+        for record, _ in emitted:
             errors = record_errors(record)
             assert not errors, f"invalid record {record}: {errors}"
-        return records
+        return emitted
 
     Tracker.handle = checked  # type: ignore[method-assign]
     try:

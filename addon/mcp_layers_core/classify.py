@@ -18,6 +18,7 @@ from .jsonrpc import NOT_JSON, same_id, try_loads
 from .notes import Note
 from .record import LAYER_OF, SUCCESSFUL, Layer, NoteCode, Outcome
 from .shapes import INPUT_REQUIRED, ShapeFault, content_block_types, result_fault
+from .versions import batch_allowed, has_result_type
 
 __all__ = [
     "KNOWN_RESULT_TYPES",
@@ -27,12 +28,10 @@ __all__ = [
     "Outcome",
     "Verdict",
     "answer_form_fault",
-    "batch_allowed",
     "classify_answer",
     "classify_body",
     "event_type_ok",
     "http_error",
-    "is_modern",
     "violation",
 ]
 
@@ -146,17 +145,6 @@ def classify_body(
     return classify_answer(method, request_id, try_loads(body) if body else NOT_JSON)
 
 
-def batch_allowed(version: str | None) -> bool:
-    """JSON-RPC batches exist only in 2025-03-26 (and an unknown version may be it)."""
-    return version is None or version == "2025-03-26"
-
-
-def is_modern(version: str | None) -> bool:
-    """Does `result.resultType` mean anything? Only from 2026-07-28 on; before, it is an
-    unknown member a client ignores. An unknown version is judged by the newest rules."""
-    return version is None or version >= "2026-07-28"
-
-
 def _error_verdict(request_id: object, answer: dict[str, Any]) -> Verdict:
     error = answer["error"]
     code, message = _error_fields(answer)
@@ -198,7 +186,7 @@ def _result_verdict(method: str, result: object, version: str | None, task: bool
     raw_type = result.get("resultType", "complete")
     result_type = raw_type if isinstance(raw_type, str) else None
     # Before 2026-07-28 `resultType` is no member of any result: judge as if absent.
-    judged_type = result_type if is_modern(version) else "complete"
+    judged_type = result_type if has_result_type(version) else "complete"
     if judged_type == "input_required":
         return _input_required_verdict(bad, result, result_type, version)
     if judged_type not in KNOWN_RESULT_TYPES:

@@ -15,6 +15,7 @@ from .classify import Verdict
 from .decode import StreamDecoder
 from .lifecycle import Phase
 from .notes import Note, NoteLog
+from .record import Kind, StreamEnd
 from .retries import NOT_A_RETRY, Attempt, RetryInfo
 from .sessions import Session
 
@@ -59,12 +60,12 @@ class StreamState:
     #: A 2024-11-05 GET stream that announced its session (`endpoint` event), counted in
     #: the session's `legacy_streams` while open.
     endpoint: bool = False
-    end: str | None = None  # complete | eof | error
+    end: StreamEnd | None = None
     retry_ms: int | None = None  # the last `retry:` the stream sent
     ended_at: float | None = None  # when the stream itself ended
     answers: int = 0  # a GET stream: answers it delivered to requests of its session
     #: The first error without an id on a POST's stream: it answers the requests no
-    #: answer named, once the stream has ended (`StreamReading.settle_unnamed`).
+    #: answer named, once the stream has ended.
     unnamed_error: dict[str, Any] | None = None
 
 
@@ -75,7 +76,7 @@ class Exchange:
     server: str
     peer: str
     session: Session
-    kind: str  # request | notification | response | stream | session_end
+    kind: Kind
     user_agent: str | None
     client: str | None = None
     protocol_version: str | None = None
@@ -108,7 +109,10 @@ class Exchange:
 
 @dataclass(slots=True)
 class Parked:
+    """A request waiting beyond its flow for its answer on another stream."""
+
     x: Exchange
     p: PendingRequest
     since: float
     resumable: bool  # True: 2025 resumption; False: a 2024-11-05 answer on the GET stream
+    phase: Phase = Phase.PARKED

@@ -8,20 +8,13 @@ from typing import Any
 
 from .jsonrpc import META_CLIENT_INFO, META_PROTOCOL_VERSION, client_of, meta_of
 from .sessions import Session, SessionBook
+from .versions import is_sessionless
 
 Agent = tuple[str, str | None]
-
-#: From this version on MCP has no sessions: an `Mcp-Session-Id` names none.
-SESSIONLESS_SINCE = "2026-07-28"
 
 
 def host(peer: str) -> str:
     return peer.rsplit(":", 1)[0]
-
-
-def is_sessionless(version: str | None) -> bool:
-    """Does `version` have no sessions (2026-07-28 and later)?"""
-    return version is not None and version >= SESSIONLESS_SINCE
 
 
 def named_version(msg: dict[str, Any] | None, headers: Mapping[str, str]) -> str | None:

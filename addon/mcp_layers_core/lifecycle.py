@@ -1,8 +1,9 @@
-"""The pairing lifecycle: every phase a request and its answer go through, in one table.
+"""The two lifecycles, each in one table: a pairing's (request and answer) and a session's.
 
 In the spirit of h11's `_state.py`: `TRANSITIONS` is the one place that says what may
-move a pairing from which phase to which, and `step` is the only way to move, so a move
-the table does not allow is caught and named, not guessed at.
+move a pairing from which phase to which, `SESSION_TRANSITIONS` the same for a session,
+and `step` / `step_session` are the only ways to move, so a move a table does not allow
+is caught and named (`LocalUsageError`), not guessed at.
 
 A pairing lives on its own flow first (`AWAITING_HEADERS` -> `AWAITING_BODY` ->
 `STREAMING`), moved by the adapter's events. When that flow ends, a request is written
@@ -16,8 +17,14 @@ A pairing lives on its own flow first (`AWAITING_HEADERS` -> `AWAITING_BODY` ->
 - `UNCLAIMED`: the other side of parking. An answer arrived on a GET stream before its
   request was parked (the GET stream can be faster than the POST's own `202`).
 
-Every waiting phase ends by a cause or by the proxy stopping, and is bounded by a cap
-(`EVICTED`) and, for parked requests and unclaimed answers, by `RESUME_WINDOW_S`.
+An exchange starts in `AWAITING_HEADERS`, an answer nobody claimed yet in `UNCLAIMED`;
+every phase held beyond a flow belongs to its own entry of the waiting room
+(`waiting.py`), which moves it by this table when it leaves. Every waiting phase ends by
+a cause or by the proxy stopping, and is bounded by a cap (`EVICTED`) and, for parked
+requests and unclaimed answers, by `RESUME_WINDOW_S`.
+
+A session (`sessions.py`) is `OPEN` from the moment a server issued it until it ends,
+once, for one `EndReason`; a client with no session has a `STAND_IN`, which never ends.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from .events import (
     StreamChunk,
     StreamEnded,
 )
+from .record import EndReason
 
 
 class LocalUsageError(Exception):
@@ -141,4 +149,30 @@ def step(phase: Phase, trigger: Trigger, flow: str = "-") -> Phase:
     if nxt is None:
         name = trigger.__name__ if isinstance(trigger, type) else trigger.name
         raise LocalUsageError(f"can't handle {name} for flow {flow} in phase {phase.name}")
+    return nxt
+
+
+class SessionPhase(Enum):
+    #: A client with no session (stateless servers, 2026-07-28): a home for its counts.
+    STAND_IN = "stand_in"
+    #: A server issued it; it has not ended.
+    OPEN = "open"
+    #: It ended, for the reason its `ended` names; nothing moves it again.
+    ENDED = "ended"
+
+
+#: Which end moves a session from which phase. Anything else is misuse: a session ends
+#: exactly once, and a stand-in never.
+SESSION_TRANSITIONS: dict[SessionPhase, dict[EndReason, SessionPhase]] = {
+    SessionPhase.STAND_IN: {},
+    SessionPhase.OPEN: {reason: SessionPhase.ENDED for reason in EndReason},
+    SessionPhase.ENDED: {},
+}
+
+
+def step_session(phase: SessionPhase, reason: EndReason, key: str = "-") -> SessionPhase:
+    """The phase ending for `reason` moves `phase` to; `LocalUsageError` if none."""
+    nxt = SESSION_TRANSITIONS[phase].get(reason)
+    if nxt is None:
+        raise LocalUsageError(f"can't end session {key} ({reason}) in phase {phase.name}")
     return nxt

@@ -33,8 +33,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from .identify import is_sessionless
 from .record import NOT_FAILED, STAND_IN_PREFIX, Outcome
+from .versions import is_sessionless
 
 #: The conventions followed: repository, commit, and the files read.
 SEMCONV_REPOSITORY: Final = "open-telemetry/semantic-conventions-genai"

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from . import limits
+from .lifecycle import SessionPhase, step_session
 from .record import STAND_IN_PREFIX, EndReason
 from .redact import pseudonym
 
@@ -40,7 +41,8 @@ class Session:
     protocol_version: str | None = None
     identity: Identity | None = None
     posts: int = 0
-    ended: str | None = None  # an `EndReason`
+    ended: EndReason | None = None  # set once, with `phase` (`SessionBook.end`)
+    phase: SessionPhase = SessionPhase.OPEN
     last_seen: float = 0.0  # the last traffic of the session (see `SessionBook.touch`)
     get_streams: int = 0
     #: Open 2024-11-05 GET streams that announced this session (`endpoint` event): while
@@ -84,7 +86,7 @@ class SessionBook:
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._lost: OrderedDict[Identity, str] = OrderedDict()
         #: key -> end reason of sessions forgotten after their end (bounded like the book).
-        self._gone: OrderedDict[str, str] = OrderedDict()
+        self._gone: OrderedDict[str, EndReason] = OrderedDict()
         self.dropped: list[Session] = []
         self._next_idle_check = 0.0
 
@@ -137,9 +139,11 @@ class SessionBook:
         s = self._sessions.get(key)
         if s is None:
             s = self._sessions[key] = Session(key, real)
-            if real:
+            if not real:
+                s.phase = SessionPhase.STAND_IN
+            elif (ended := self._gone.pop(key, None)) is not None:
                 # A session that already ended and was forgotten: its lifeline stays ended.
-                s.ended = self._gone.pop(key, None)
+                s.ended, s.phase = ended, SessionPhase.ENDED
             if len(self._sessions) > self._max:
                 self._forget(self._sessions.popitem(last=False)[1])
         else:
@@ -154,12 +158,18 @@ class SessionBook:
             if self._sessions.get(session.key) is session:
                 self._sessions.move_to_end(session.key)
 
+    def end(self, s: Session, reason: EndReason) -> None:
+        """`s` ended, for `reason`: the one way a lifeline ends (`SESSION_TRANSITIONS`)."""
+        s.phase = step_session(s.phase, reason, s.key)
+        s.ended = reason
+
     def _forget(self, s: Session) -> None:
         if not s.real:
             return  # a stand-in has no lifeline
         if s.ended is None:
-            s.ended = EndReason.EVICTED
+            self.end(s, EndReason.EVICTED)
             self.dropped.append(s)
+        assert s.ended is not None
         self._gone[s.key] = s.ended
         self._gone.move_to_end(s.key)
         if len(self._gone) > self._max:
@@ -179,7 +189,7 @@ class SessionBook:
                 break
             del sessions[s.key]
             if s.real and s.ended is None:
-                s.ended = EndReason.IDLE
+                self.end(s, EndReason.IDLE)
                 ended.append(s)
             self._forget(s)
         # The front is the least recently seen (to within TOUCH_EVERY_S): nothing else
@@ -198,7 +208,8 @@ class SessionBook:
 
     def lost(self, session: Session) -> None:
         """A 404 ended `session`: its client's next `initialize` will link to it."""
-        session.ended = session.ended or EndReason.NOT_FOUND
+        if session.ended is None:
+            self.end(session, EndReason.NOT_FOUND)
         if session.identity is not None:
             self._lost[session.identity] = session.key
             if len(self._lost) > self._max:
@@ -207,6 +218,10 @@ class SessionBook:
     def take_lost(self, identity: Identity) -> str | None:
         """The session this client lost to a 404 and has not re-initialised since."""
         return self._lost.pop(identity, None)
+
+    def phases(self) -> list[SessionPhase]:
+        """The phase of every session in the book."""
+        return [s.phase for s in self._sessions.values()]
 
     def find(self, key: str) -> Session | None:
         return self._sessions.get(key)

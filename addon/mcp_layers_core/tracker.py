@@ -1,27 +1,25 @@
 """Pair every MCP POST with its answer and turn each finished story into records.
 
 Theory of operation. The adapter feeds `Tracker.handle` one event at a time (see
-`events.py`) and writes whatever records come back. A POST whose body is JSON-RPC opens
-an *exchange*; so do a GET (an event stream) and a DELETE on an MCP endpoint. Anything
-else is ignored, so no state is held for traffic that is not MCP. Every move a pairing
-makes is one of `lifecycle.TRANSITIONS` (one table, in the spirit of h11's `_state.py`):
-its flow waits for headers, then for a buffered body or a stream, and ends exactly once,
-by its body, the end of its stream, an error or the proxy stopping. A request may then
-wait beyond its flow (`waiting.py`): *parked* for an answer on a GET stream of the same
-session (a 2024-11-05 `202` while the session's endpoint stream is open; a 2025-11-25
-stream that ended after an event id), or *held* when it was a rejected version probe,
-until the client's next POST says whether that was negotiation.
+`events.py`) and writes whatever it returns: records, each with the flow it belongs to
+(`Emitted`). A POST whose body is JSON-RPC opens an *exchange*; so do a GET (an event
+stream) and a DELETE on an MCP endpoint. Anything else is ignored, so no state is held
+for traffic that is not MCP. Every move a pairing makes is one of
+`lifecycle.TRANSITIONS` (one table, in the spirit of h11's `_state.py`): its flow waits
+for headers, then for a buffered body or a stream, and ends exactly once, by its body,
+the end of its stream, an error or the proxy stopping. A request may then wait beyond
+its flow (`waiting.py`): *parked* for an answer on a GET stream of the same session (a
+2024-11-05 `202` while the session's endpoint stream is open; a 2025-11-25 stream that
+ended after an event id), or *held* when it was a rejected version probe, until the
+client's next POST says whether that was negotiation. A session ends once, by
+`lifecycle.SESSION_TRANSITIONS`.
 
-Finishing is one path (`_finish` -> `_conclude_*`): the exchange's state is copied into
-a frozen value (`finished.py`), the books learn from it explicitly (`retries.finish`,
-the session book), and the record is a pure function of the value (`records.py`).
-Around that, three books remember what later records need: sessions (`sessions.py`),
-attempts (`retries.py`: what a retry repeats) and each server's tool annotations.
-Reading streams is `streams.py`; decoding any body is `decode.py`.
-
-Size: over 400 lines because intake (POST, GET, DELETE), responses, parking and endings
-all move the same exchange and waiting-room state; the parts that stand alone are out
-(`streams.py`, `conclude.py`, `waiting.py`, `identify.py`, `decode.py`).
+The tracker decides; its collaborators compute and return values. `streams.read` says
+what a stream's bytes carried; `pairing` says which answer each request gets and the
+verdict on it; `conclude` turns a finished exchange into a frozen value (`finished.py`)
+and `records.record_of` that value into the record. The books remember what later
+records need: sessions (`sessions.py`), attempts (`retries.py`: what a retry repeats)
+and each server's tool annotations; the tracker teaches them from each finished value.
 
 Errors: `handle` raises `LocalUsageError` only when the caller breaks the event order
 (a bug in the adapter); whatever the peers send is recorded, never raised.
@@ -29,20 +27,18 @@ Errors: `handle` raises `LocalUsageError` only when the caller breaks the event 
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import Any
+from collections import Counter, OrderedDict
+from typing import Any, NamedTuple
 
+from . import conclude, pairing, streams
 from .budget import BufferBudget
 from .classify import (
     Outcome,
     Verdict,
     answer_form_fault,
-    batch_allowed,
-    classify_answer,
     http_error,
     violation,
 )
-from .conclude import Concluding
 from .decode import (
     StreamDecoder,
     answer_value,
@@ -65,10 +61,9 @@ from .events import (
     Tick,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
-from .finished import Finished, FinishedRequest, flow_of
-from .identify import Agent, Identifier, host, is_sessionless, named_version
+from .finished import Finished, FinishedRequest, FinishedSession, flow_of
+from .identify import Agent, Identifier, host, named_version
 from .jsonrpc import (
-    NOT_JSON,
     id_key,
     is_notification,
     is_request,
@@ -76,7 +71,8 @@ from .jsonrpc import (
     prompt_of,
     tool_of,
 )
-from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, step
+from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, Trigger, step
+from .record import EndReason, Kind, NoteCode, StreamEnd
 from .records import record_of
 from .request_headers import accept_types, header_names
 from .retries import (
@@ -90,16 +86,44 @@ from .retries import (
 )
 from .sessions import Identity, Session, SessionBook
 from .settings import Settings
-from .streams import Carried, StreamReading, is_unnamed_error
-from .waiting import WaitingRoom
+from .streams import Answer, Asked, Carrier, Endpoint, RefusedBatch, is_unnamed_error
+from .versions import (
+    V2024_11_05,
+    answers_on_get_stream,
+    is_sessionless,
+    names_version_per_request,
+    resumes_streams,
+)
+from .waiting import Unclaimed, WaitingRoom
 
-__all__ = ["TRANSITIONS", "LocalUsageError", "Phase", "Settings", "Tracker"]
+__all__ = [
+    "TRANSITIONS",
+    "Emitted",
+    "LocalUsageError",
+    "Phase",
+    "Settings",
+    "Tracker",
+    "records_of",
+]
 
 #: JSON-RPC codes a 2026-07-28 server answers during version negotiation (HTTP 400).
 NEGOTIATION_CODES = frozenset({-32020, -32021, -32022})
 
 
-class Tracker(Concluding, StreamReading):
+class Emitted(NamedTuple):
+    """A record `handle` finished, and the id of the flow it belongs to (None: the
+    proxy's own end of a session, which has no flow)."""
+
+    record: dict[str, Any]
+    flow: str | None
+
+
+def records_of(emitted: list[Emitted]) -> list[dict[str, Any]]:
+    """The records alone, in order."""
+    return [e.record for e in emitted]
+
+
+class Tracker:
     """The pairing, session and retry state machine. Feed it events; write what it returns."""
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -116,9 +140,6 @@ class Tracker(Concluding, StreamReading):
         self._waiting = WaitingRoom(self._settings)
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
-        #: record id -> flow id of each record `handle` returns, while the adapter wants
-        #: them (None: it does not; the adapter pops each entry as it takes the record).
-        self.record_flows: dict[int, str] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -168,18 +189,24 @@ class Tracker(Concluding, StreamReading):
         """Exchanges still open plus requests parked for an answer elsewhere."""
         return len(self._exchanges) + len(self._waiting.parked)
 
+    def phases(self) -> Counter[Phase]:
+        """How many exchanges, and entries waiting beyond their flow, are in each phase."""
+        counts = Counter(x.phase for x in self._exchanges.values())
+        counts.update(self._waiting.phases())
+        return counts
+
     # -- the one verb ---------------------------------------------------------------
 
-    def handle(self, event: Event) -> list[dict[str, Any]]:
+    def handle(self, event: Event) -> list[Emitted]:
         """Advance the state with one event; return the records it finished (maybe none)."""
-        records = self._handle(event)
+        out = self._handle(event)
         if self.sessions.dropped:
             # Sessions the book's cap pushed out while it took this event: their end is
             # written now, not at shutdown.
-            records += self._end_sessions(self.sessions.take_dropped(), event.ts)
-        return records
+            out += self._end_sessions(self.sessions.take_dropped(), event.ts)
+        return out
 
-    def _handle(self, event: Event) -> list[dict[str, Any]]:
+    def _handle(self, event: Event) -> list[Emitted]:
         if isinstance(event, PostReceived):
             return self._expire(event.ts) + self._post(event)
         if isinstance(event, OtherRequest):
@@ -201,27 +228,28 @@ class Tracker(Concluding, StreamReading):
             # Parked requests expire on any traffic, not only on the next request.
             return self._expire(event.ts) + self._chunk(x, event.data, event.ts)
         if isinstance(event, ResponseStarted):
-            return self._headers(x, event)
+            self._headers(x, event)
+            return []
         if isinstance(event, ResponseBody):
             return self._body(x, event) + self._finish(x, event.ts)
         if isinstance(event, StreamEnded):
             framed = x.stream is None or x.stream.framed
-            return self._stream_closed(x, "complete" if framed else "eof", event.ts)
+            return self._stream_closed(x, StreamEnd.COMPLETE if framed else StreamEnd.EOF, event.ts)
         assert isinstance(event, FlowFailed)
         return self._failed(x, event)
 
     # -- requests ---------------------------------------------------------------------
 
-    def _post(self, ev: PostReceived) -> list[dict[str, Any]]:
+    def _post(self, ev: PostReceived) -> list[Emitted]:
         messages = post_messages(ev.body, self._settings.max_body_bytes)
         if messages is None:
             return []
-        records = self._evict_if_full(ev.ts)
+        out = self._evict_if_full(ev.ts)
         user_agent = ev.headers.get("user-agent")
         agent = (host(ev.peer), user_agent)
         requests = [m for m in messages if is_request(m)]
         first = requests[0] if requests else messages[0]
-        records += self._release_held(
+        out += self._release_held(
             agent, negotiation=first.get("method") == "initialize", why=Cause.CLIENT_RETURNED
         )
         session = self._who.session_for(
@@ -235,11 +263,11 @@ class Tracker(Concluding, StreamReading):
         session.posts += 1  # a batch counts once
         client, version = self._who.identify(session, first, ev.headers, agent)
         if requests:
-            kind = "request"
+            kind = Kind.REQUEST
         elif any(is_response(m) for m in messages):
-            kind = "response"
+            kind = Kind.RESPONSE
         else:
-            kind = "notification"
+            kind = Kind.NOTIFICATION
         x = Exchange(
             flow=ev.flow,
             started=ev.ts,
@@ -254,24 +282,24 @@ class Tracker(Concluding, StreamReading):
             header_names=header_names(ev.headers),
             accept=accept_types(ev.headers),
         )
-        if kind == "request":
+        if kind is Kind.REQUEST:
             for msg in requests:
                 self._open_request(x, msg, version)
         else:
             x.record_id = self._take_record_id()
-            if kind == "notification":
+            if kind is Kind.NOTIFICATION:
                 # A `response` record names the server's method it answers (`serverMethod`),
                 # never a notification that shared its batch.
                 x.method = next((m["method"] for m in messages if is_notification(m)), None)
             self._match_answers(x, [m for m in messages if is_response(m)])
         if len(messages) > 1:
-            x.notes.add("batch", len(messages))
+            x.notes.add(NoteCode.BATCH, len(messages))
         if any(m.get("method") == "subscriptions/listen" for m in requests):
-            x.notes.add("subscription")  # long by design: not slow, not hung
+            x.notes.add(NoteCode.SUBSCRIPTION)  # long by design: not slow, not hung
         if has_bom(ev.body):
-            x.notes.add("request_bom")  # the server may have read it, or refused it
+            x.notes.add(NoteCode.REQUEST_BOM)  # the server may have read it, or refused it
         self._exchanges[ev.flow] = x
-        return records
+        return out
 
     def _open_request(self, x: Exchange, msg: dict[str, Any], version: str | None) -> None:
         method, params = msg["method"], msg.get("params")
@@ -284,7 +312,7 @@ class Tracker(Concluding, StreamReading):
             p.safety = self.safety.safety(x.server, p.tool)
         if method == "initialize":
             p.previous_session = self.sessions.take_lost(self._identity(x))
-        if method == "server/discover" or (version or "").startswith("2026"):
+        if method == "server/discover" or names_version_per_request(version):
             x.negotiating = True  # a rejection here may be version negotiation
         # record_id, rpc_id, digest, session, start, attempt, statuses
         p.attempt = Attempt(
@@ -312,20 +340,20 @@ class Tracker(Concluding, StreamReading):
                 server_method, asked_at = asked
                 x.answered = (server_method, round((x.started - asked_at) * 1000, 1))
 
-    def _other(self, ev: OtherRequest) -> list[dict[str, Any]]:
+    def _other(self, ev: OtherRequest) -> list[Emitted]:
         """A GET may be an MCP event stream; a DELETE with a session ends that session."""
         session_id = ev.headers.get("mcp-session-id")
         if ev.method == "DELETE" and session_id:
-            kind = "session_end"
+            kind = Kind.SESSION_END
         elif ev.method == "GET" and (
             session_id
             or ev.query_session
             or "text/event-stream" in ev.headers.get("accept", "").lower()
         ):
-            kind = "stream"
+            kind = Kind.STREAM
         else:
             return []
-        records = self._evict_if_full(ev.ts)
+        out = self._evict_if_full(ev.ts)
         user_agent = ev.headers.get("user-agent")
         named = named_version(None, ev.headers)
         session = self._who.session_for(
@@ -334,7 +362,7 @@ class Tracker(Concluding, StreamReading):
             ev.query_session,
             ev.peer,
             user_agent,
-            named if kind == "stream" else None,
+            named if kind is Kind.STREAM else None,
         )
         session.server = ev.server
         self._exchanges[ev.flow] = Exchange(
@@ -351,7 +379,7 @@ class Tracker(Concluding, StreamReading):
             header_names=header_names(ev.headers),
             accept=accept_types(ev.headers),
         )
-        return records
+        return out
 
     def _identity(self, x: Exchange) -> Identity:
         return (host(x.peer), x.user_agent, x.client)
@@ -363,33 +391,32 @@ class Tracker(Concluding, StreamReading):
 
     # -- response ---------------------------------------------------------------------
 
-    def _headers(self, x: Exchange, ev: ResponseStarted) -> list[dict[str, Any]]:
+    def _headers(self, x: Exchange, ev: ResponseStarted) -> None:
         x.status = ev.status
         x.content_type = media_type(ev.headers.get("content-type"))
         x.retry_after = ev.headers.get("retry-after")
         x.content_coding = content_coding(ev.headers.get("content-encoding"))
-        if x.kind == "request":
+        if x.kind is Kind.REQUEST:
             x.fault = answer_form_fault(ev.status, x.content_type)
         issued = ev.headers.get("mcp-session-id")
-        if issued and x.kind == "request" and any(p.method == "initialize" for p in x.requests):
+        if issued and x.kind is Kind.REQUEST and any(p.method == "initialize" for p in x.requests):
             self._adopt_session(x, issued)
         forgotten = ev.status == 404 and x.session.real and x.session.ended is None
-        if forgotten and x.kind != "session_end" and not is_sessionless(x.protocol_version):
+        if forgotten and x.kind is not Kind.SESSION_END and not is_sessionless(x.protocol_version):
             # The server forgot the session (2025 rule: 404 means "initialize again").
             self.sessions.lost(x.session)
             x.session_lost = True
-            x.notes.add("session_lost")
+            x.notes.add(NoteCode.SESSION_LOST)
         # The content-type check: only an event stream is read as one.
         if x.content_type == "text/event-stream":
             # Parsed whatever the status: the verdict stays HTTP_ERROR, but the events
             # (and a JSON-RPC error among them) are worth recording.
-            if x.kind == "stream":
+            if x.kind is Kind.STREAM:
                 x.session.get_streams += 1
             decoder = StreamDecoder(x.content_coding, self._settings.max_event_bytes, self.buffers)
             x.stream = StreamState(decoder, ev.framed)
             if decoder.failure is not None:
                 x.notes.add_note(decoder.failure)
-        return []
 
     def _adopt_session(self, x: Exchange, issued: str) -> None:
         """`initialize` was answered with a session id: that POST opened the session."""
@@ -405,7 +432,7 @@ class Tracker(Concluding, StreamReading):
             if p.attempt is not None:
                 p.attempt.session = session.key
 
-    def _body(self, x: Exchange, ev: ResponseBody) -> list[dict[str, Any]]:
+    def _body(self, x: Exchange, ev: ResponseBody) -> list[Emitted]:
         """A buffered answer: each request gets its verdict, or is parked (a `202`)."""
         assert x.status is not None
         x.had_body = bool(ev.body) or ev.body_size > 0
@@ -417,14 +444,14 @@ class Tracker(Concluding, StreamReading):
                 p.verdict = verdict
             return []
         if x.fault is not None:
-            records: list[dict[str, Any]] = []
+            out: list[Emitted] = []
             for p in x.requests:
                 if self._answered_on_legacy_stream(x, p):
-                    records += self._park(x, p, ev.ts, Cause.ACCEPTED)
+                    out += self._park(x, p, ev.ts, Cause.ACCEPTED)
                 else:
                     # The client rejects or discards this answer whatever it says.
                     p.verdict = violation(x.fault, http_error(ev.body))
-            return records
+            return out
         if ev.body is None:
             # Over the cap, undecodable, or streamed past the addon unseen (size 0).
             x.notes.add_note(
@@ -435,8 +462,8 @@ class Tracker(Concluding, StreamReading):
             return []
         answer = answer_value(ev.body)
         if not ev.body:
-            x.notes.add("empty_body")
-        self._answer_requests(x, answer)
+            x.notes.add(NoteCode.EMPTY_BODY)
+        self._settle(x, pairing.pair_body(x, answer))
         return []
 
     def _answered_on_legacy_stream(self, x: Exchange, p: PendingRequest) -> bool:
@@ -445,51 +472,15 @@ class Tracker(Concluding, StreamReading):
         on one already, which may have ended before the 202 reached the proxy."""
         if x.session.legacy_streams:
             return True
-        early = (x.session.key, id_key(p.rpc_id)) in self._waiting.unclaimed
-        return early and x.session.protocol_version == "2024-11-05"
+        early = self._waiting.has_unclaimed((x.session.key, id_key(p.rpc_id)))
+        return early and answers_on_get_stream(x.session.protocol_version)
 
-    def _answer_requests(self, x: Exchange, answer: object) -> None:
-        """Give each request of `x` its verdict on a whole JSON body (`answer`).
-
-        The rules are the ones an SSE answer follows (`streams.py`), so the carrier
-        never changes a verdict: where batches do not exist (every version but
-        2025-03-26) an array answers no request, whatever it holds; where they do, each
-        answer finds its request by id, and an error without an id answers every
-        request no answer named (JSON-RPC 2.0 §6: a batch the server cannot take as a
-        whole gets one error object, id null).
-        """
-        if isinstance(answer, list) and not batch_allowed(x.protocol_version):
-            self._settle_rest(x, answer)  # INVALID_ENVELOPE, `batch_answer:<version>`
-            return
-        if len(x.requests) == 1 and not isinstance(answer, list):
-            self._settle(x, x.requests[0], answer)
-            return
-        unnamed: dict[str, Any] | None = None
-        for msg in answer if isinstance(answer, list) else [answer]:
-            if not is_response(msg) or not isinstance(msg, dict):
-                continue
-            asked = x.by_id.get(id_key(msg.get("id")))
-            if asked is not None and asked.verdict is None:
-                self._settle(x, asked, msg)
-            elif unnamed is None and is_unnamed_error(msg):
-                unnamed = msg
-        self._settle_rest(x, unnamed or (answer if answer is NOT_JSON else None))
-
-    def _settle(self, x: Exchange, p: PendingRequest, answer: object) -> None:
-        """`answer` is the one `p` gets: judge it, and learn from it."""
-        p.verdict = self._judge(x, p, answer)
-        self._learn(x, p, answer)
-
-    def _settle_rest(self, x: Exchange, answer: object) -> None:
-        """`answer` is the one every request of `x` still without a verdict gets."""
-        for p in x.requests:
-            if p.verdict is None:
-                self._settle(x, p, answer)
-
-    @staticmethod
-    def _judge(x: Exchange, p: PendingRequest, answer: object) -> Verdict:
-        """The verdict on `answer` to `p`, by the rules of the exchange's version."""
-        return classify_answer(p.method, p.rpc_id, answer, version=x.protocol_version, task=p.task)
+    def _settle(self, x: Exchange, pairs: list[tuple[PendingRequest, object]]) -> None:
+        """Each request of `pairs` gets its answer: judge it, and learn from it (in
+        order: an `initialize` answer sets the version its batch-mates are judged by)."""
+        for p, answer in pairs:
+            p.verdict = pairing.judge(x, p, answer)
+            self._learn(x, p, answer)
 
     def _learn(self, x: Exchange, p: PendingRequest, answer: object) -> None:
         """What an answer teaches: the negotiated version, the tools' annotations."""
@@ -505,127 +496,253 @@ class Tracker(Concluding, StreamReading):
         elif p.method == "tools/list":
             self.safety.learn(x.server, result)
 
+    # -- streams ------------------------------------------------------------------------
+
+    def _chunk(self, x: Exchange, data: bytes, ts: float) -> list[Emitted]:
+        if data:
+            x.had_body = True
+        s = x.stream
+        if s is None or not s.decoder.readable or not data:
+            return []
+        return self._take(x, s, streams.read(x, s, data), ts)
+
+    def _take(
+        self, x: Exchange, s: StreamState, found: list[streams.Found], ts: float
+    ) -> list[Emitted]:
+        """Act on what `x`'s stream carried."""
+        out: list[Emitted] = []
+        for item in found:
+            if type(item) is Answer:
+                out += self._stream_answer(x, s, item.msg, ts, item.carrier)
+            elif type(item) is Asked:
+                x.session.server_requests += 1
+                self._waiting.asked((x.session.key, id_key(item.rpc_id)), item.method, ts)
+            elif type(item) is Endpoint:
+                self._legacy_endpoint(x, s, item.session_id, ts)
+            elif type(item) is RefusedBatch:
+                # Where batches do not exist, an array answers no request of the POST it
+                # came on, whatever it names: the rule of a JSON body.
+                self._settle(x, pairing.unsettled(x, item.value))
+            else:  # a notification
+                x.session.server_notifications += 1
+        return out
+
+    def _stream_answer(
+        self, x: Exchange, s: StreamState, msg: dict[str, Any], ts: float, carrier: Carrier
+    ) -> list[Emitted]:
+        """An answer on a stream finds its request: one of this POST's (by id), a request
+        parked for it, or none yet (kept for a POST whose 202 is still to come)."""
+        p = x.by_id.get(id_key(msg.get("id")))
+        if p is not None:
+            if p.verdict is None:
+                if carrier.hidden is not None:
+                    s.wrong_event = s.wrong_event or carrier.hidden  # why, if none follows
+                else:
+                    p.verdict = pairing.judge_carried(x, p, msg, carrier)
+                    self._learn(x, p, msg)
+            return []
+        if x.kind is Kind.REQUEST and is_unnamed_error(msg):
+            if carrier.hidden is not None:
+                s.wrong_event = s.wrong_event or carrier.hidden
+            elif s.unnamed_error is None:
+                # It answers every request no answer names, as in a JSON body; which
+                # those are is known when the stream ends (`_settle_unnamed`).
+                s.unnamed_error = msg
+            return []
+        key = (x.session.key, id_key(msg.get("id")))
+        parked = self._waiting.claim(key)
+        if parked is not None:
+            s.answers += pairing.readable(parked.x, carrier)
+            return self._answer_parked(parked, msg, ts, carrier)
+        if x.kind is Kind.STREAM:
+            # Delivered now, even if its POST is parked only later (the 202 may reach
+            # the proxy after this event, or after this stream's end): kept with how it
+            # came, and counted now, while this stream's record is still to be written.
+            s.answers += pairing.readable(x, carrier)
+            self._waiting.keep_unclaimed(key, Unclaimed(msg, carrier, ts))
+        elif carrier.hidden is None and not s.has_unexpected_id:
+            # Only the first is reported; keeping them all grew without bound
+            # on a long stream of wrong ids (found by tests/hardening).
+            s.unexpected_id, s.has_unexpected_id = msg.get("id"), True
+        return []
+
+    def _answer_parked(
+        self, parked: Parked, msg: dict[str, Any], ts: float, c: Carrier
+    ) -> list[Emitted]:
+        """A parked request's answer came, on the stream `c` says, maybe in an event its
+        client skips (a 2024-11-05 answer in an event not named `message`)."""
+        p, x = parked.p, parked.x
+        if c.hidden is not None:
+            p.verdict = violation(c.hidden)
+        else:
+            p.verdict = pairing.judge_carried(x, p, msg, c)
+            p.resumed = parked.resumable
+            self._learn(x, p, msg)
+        return [self._emit(self._conclude_request(x, p, ts, answered=True))]
+
+    def _settle_unnamed(self, x: Exchange) -> None:
+        """The stream ends (or its client hung up): an error without an id it carried
+        answers every request of the POST that no answer named."""
+        s = x.stream
+        if s is not None and s.unnamed_error is not None:
+            self._settle(x, pairing.unsettled(x, s.unnamed_error))
+
+    def _legacy_endpoint(self, x: Exchange, s: StreamState, session_id: str, ts: float) -> None:
+        """2024-11-05: the stream named the POST URL, and with it the session."""
+        x.session.get_streams = max(0, x.session.get_streams - 1)
+        if s.endpoint:
+            x.session.legacy_streams = max(0, x.session.legacy_streams - 1)
+        x.session = self.sessions.real(session_id, ts)
+        x.session.get_streams += 1
+        # While this stream is open, the session's POSTs are answered on it.
+        x.session.legacy_streams += 1
+        s.endpoint = True
+        x.session.protocol_version = x.session.protocol_version or V2024_11_05
+        x.protocol_version = x.protocol_version or x.session.protocol_version
+
+    def _stream_closed(self, x: Exchange, how: StreamEnd, ts: float) -> list[Emitted]:
+        """The flow's stream (or body) ended `how`: read what is left, then finish."""
+        s = x.stream
+        out: list[Emitted] = []
+        if s is not None:
+            out += self._take(x, s, streams.end(x, s, how, ts), ts)
+            self._settle_unnamed(x)
+        if x.kind is Kind.STREAM:
+            if s is not None and s.endpoint:
+                s.endpoint = False
+                x.session.legacy_streams = max(0, x.session.legacy_streams - 1)
+            out += self._orphan_legacy_requests(x.session, ts)
+        elif (
+            x.kind is Kind.REQUEST
+            and s is not None
+            and s.saw_event_id
+            and x.status is not None
+            and 200 <= x.status < 300
+            and x.fault is None  # a client that discarded the stream resumes nothing
+            and resumes_streams(x.protocol_version)
+        ):
+            # 2025-11-25 polling: a stream with event ids may resume on a GET; the story
+            # of its unanswered requests is not over yet.
+            for p in x.requests:
+                if p.verdict is None:
+                    out += self._park(x, p, ts, Cause.RESUMABLE)
+        return out + self._finish(x, ts)
+
     # -- parked requests ----------------------------------------------------------------
 
-    def _park(
-        self, x: Exchange, p: PendingRequest, ts: float, cause: Cause
-    ) -> list[dict[str, Any]]:
+    def _park(self, x: Exchange, p: PendingRequest, ts: float, cause: Cause) -> list[Emitted]:
         """Wait for `p`'s answer on another stream (it may even be there already)."""
-        step(x.phase, cause, x.flow)
+        step(x.phase, cause, x.flow)  # the flow's phase allows it; the entry waits
         p.via_stream = True
         parked = Parked(x, p, ts, resumable=cause is Cause.RESUMABLE)
         early, evicted = self._waiting.park((x.session.key, id_key(p.rpc_id)), parked)
         if early is not None:
             # The GET stream delivered the answer before the POST's own 202 was processed.
-            msg, seen = early
-            assert isinstance(msg, Carried)  # the only kind a stream keeps (`streams.py`)
-            return self._answer_parked(parked, msg, seen, msg.carrier)
+            return self._answer_parked(parked, early.msg, early.seen, early.carrier)
         if evicted is not None:
-            return self._finish_parked(evicted, ts, "evicted_parked_cap")
+            return self._finish_parked(evicted, ts, NoteCode.EVICTED_PARKED_CAP)
         return []
 
-    def _finish_parked(self, parked: Parked, ts: float, note: str) -> list[dict[str, Any]]:
+    def _finish_parked(self, parked: Parked, ts: float, note: NoteCode) -> list[Emitted]:
         parked.x.notes.add_once(note)
-        return [self._record(self._conclude_request(parked.x, parked.p, ts, answered=False))]
+        return [self._emit(self._conclude_request(parked.x, parked.p, ts, answered=False))]
 
-    def _orphan_legacy_requests(self, session: Session, ts: float) -> list[dict[str, Any]]:
+    def _orphan_legacy_requests(self, session: Session, ts: float) -> list[Emitted]:
         """The GET stream that was to carry 2024-11-05 answers is gone: they are lost."""
-        records: list[dict[str, Any]] = []
+        out: list[Emitted] = []
         for parked in self._waiting.stream_gone(session.key):
-            records += self._finish_parked(parked, ts, "answer_stream_closed")
-        return records
+            out += self._finish_parked(parked, ts, NoteCode.ANSWER_STREAM_CLOSED)
+        return out
 
-    def _expire(self, now: float) -> list[dict[str, Any]]:
+    def _expire(self, now: float) -> list[Emitted]:
         idle = self.sessions.idle(now)  # one comparison, unless a session may be idle
-        records = self._end_sessions(idle, now) if idle else []
+        out = self._end_sessions(idle, now) if idle else []
         if not self._waiting.parked and not self._waiting.unclaimed:
-            return records  # the usual case, on every request and every stream chunk
+            return out  # the usual case, on every request and every stream chunk
         for parked in self._waiting.expire(now):
-            records += self._finish_parked(parked, now, "not_resumed")
-        return records
+            out += self._finish_parked(parked, now, NoteCode.NOT_RESUMED)
+        return out
 
     # -- endings ----------------------------------------------------------------------
 
-    def _failed(self, x: Exchange, ev: FlowFailed) -> list[dict[str, Any]]:
+    def _failed(self, x: Exchange, ev: FlowFailed) -> list[Emitted]:
         if x.stream is not None:
-            self.settle_unnamed(x)
+            self._settle_unnamed(x)
             if x.requests and all(p.verdict is not None for p in x.requests):
                 # Every answer was delivered, then a side hung up (SDK clients close the
                 # stream on the final event): the stream did its job.
-                x.notes.add("closed_after_answer")
-                return self._stream_closed(x, "complete", ev.ts)
-            return self._stream_closed(x, "error", ev.ts)
-        if x.status is not None and 200 <= x.status < 300 and x.kind == "request":
+                x.notes.add(NoteCode.CLOSED_AFTER_ANSWER)
+                return self._stream_closed(x, StreamEnd.COMPLETE, ev.ts)
+            return self._stream_closed(x, StreamEnd.ERROR, ev.ts)
+        if x.status is not None and 200 <= x.status < 300 and x.kind is Kind.REQUEST:
             # mitmproxy buffered this body and the upstream broke inside it: the client
             # never got the upstream's answer (mitmproxy answers 502 instead).
-            x.notes.add("upstream_broke_mid_body", x.status)
+            x.notes.add(NoteCode.UPSTREAM_BROKE_MID_BODY, x.status)
             x.status = None
         return self._finish(x, ev.ts)
 
-    def _stop(self, ev: ProxyStopping) -> list[dict[str, Any]]:
+    def _stop(self, ev: ProxyStopping) -> list[Emitted]:
         # Parked requests first: closing their GET stream below would otherwise call
         # them `answer_stream_closed`, when it is the proxy that stopped.
-        records = self._finish_all_parked(ev.ts)
+        out = self._finish_all_parked(ev.ts)
         for x in list(self._exchanges.values()):
-            x.notes.add("proxy_shutdown")
+            x.notes.add(NoteCode.PROXY_SHUTDOWN)
             if x.stream is not None:
-                records += self._stream_closed(x, "error", ev.ts)
+                out += self._stream_closed(x, StreamEnd.ERROR, ev.ts)
             else:
-                records += self._finish(x, ev.ts)
-        records += self._finish_all_parked(ev.ts)  # streams closed just now may park
+                out += self._finish(x, ev.ts)
+        out += self._finish_all_parked(ev.ts)  # streams closed just now may park
         for agent in list(self._waiting.held):
-            records += self._release_held(agent, negotiation=False, why=ProxyStopping)
-        self._waiting.unclaimed.clear()  # nothing is left to claim them
+            out += self._release_held(agent, negotiation=False, why=ProxyStopping)
         for session in self.sessions.live_real():
-            session.ended = "shutdown"
-            records.append(self._record(self._conclude_session(session, None, ev.ts, ev.ts, None)))
-        return records
+            self.sessions.end(session, EndReason.SHUTDOWN)
+            out.append(self._emit(self._conclude_session(session, None, ev.ts, ev.ts, None)))
+        return out
 
-    def _end_sessions(self, sessions: list[Session], now: float) -> list[dict[str, Any]]:
+    def _end_sessions(self, sessions: list[Session], now: float) -> list[Emitted]:
         """The `session_end` of sessions that ended idle or were forgotten past the cap:
         `ts` is their last traffic, `durationMs` how long after it they were ended."""
         return [
-            self._record(self._conclude_session(s, None, min(s.last_seen, now), now, None))
+            self._emit(self._conclude_session(s, None, min(s.last_seen, now), now, None))
             for s in sessions
         ]
 
-    def _finish_all_parked(self, ts: float) -> list[dict[str, Any]]:
-        records: list[dict[str, Any]] = []
-        for parked in self._waiting.drain_parked():
-            step(Phase.PARKED, ProxyStopping)
-            records += self._finish_parked(parked, ts, "proxy_shutdown")
-        return records
+    def _finish_all_parked(self, ts: float) -> list[Emitted]:
+        out: list[Emitted] = []
+        for parked in self._waiting.drain(ProxyStopping):
+            out += self._finish_parked(parked, ts, NoteCode.PROXY_SHUTDOWN)
+        return out
 
-    def _evict_if_full(self, ts: float) -> list[dict[str, Any]]:
-        records: list[dict[str, Any]] = []
+    def _evict_if_full(self, ts: float) -> list[Emitted]:
+        out: list[Emitted] = []
         while len(self._exchanges) >= self._settings.max_pending:
             oldest = next(iter(self._exchanges.values()))
-            oldest.notes.add("evicted_pending_cap")
+            oldest.notes.add(NoteCode.EVICTED_PENDING_CAP)
             if oldest.stream is not None:
-                records += self._stream_closed(oldest, "error", ts)
+                out += self._stream_closed(oldest, StreamEnd.ERROR, ts)
             else:
-                records += self._finish(oldest, ts)
-        return records
+                out += self._finish(oldest, ts)
+        return out
 
-    def _finish(self, x: Exchange, ts: float) -> list[dict[str, Any]]:
+    def _finish(self, x: Exchange, ts: float) -> list[Emitted]:
         """Write what this exchange still owes. Called once per exchange."""
         self._exchanges.pop(x.flow, None)
         phase, x.phase = x.phase, Phase.DONE
         if x.stream is not None:
             x.stream.decoder.release()  # its bytes leave the budget with it
         finished: list[Finished] = []
-        if x.kind == "session_end":
+        if x.kind is Kind.SESSION_END:
             finished.append(self._conclude_delete(x, ts))
-        elif x.kind == "request":
+        elif x.kind is Kind.REQUEST:
             finished += [
                 self._conclude_request(x, p, ts, answered=p.verdict is not None)
                 for p in x.requests
                 if not p.via_stream
             ]
-        elif x.kind == "stream":
-            finished.append(self._conclude_stream(x, ts))
+        elif x.kind is Kind.STREAM:
+            finished.append(conclude.stream(x, ts, self._take_record_id(), self._settings.scenario))
         else:
-            finished.append(self._conclude_message(x, ts))
+            finished.append(conclude.message(x, ts, self._settings.scenario))
         if x.session_lost:
             finished.append(self._conclude_session(x.session, x.status, x.started, ts, x))
         if x.negotiating and finished and _is_negotiation_candidate(finished[0]):
@@ -637,23 +754,47 @@ class Tracker(Concluding, StreamReading):
                 # if the proxy stopped.
                 return self._release_held(overflow, negotiation=False, why=Cause.EVICTED)
             return []
-        return [self._record(f) for f in finished]
+        return [self._emit(f) for f in finished]
 
-    def _record(self, f: Finished, negotiation: bool | None = None) -> dict[str, Any]:
-        """Every record is built here: the one place that notes which flow it is of."""
-        record = record_of(f, negotiation)
-        if self.record_flows is not None:
-            flow = flow_of(f)
-            if flow is not None:
-                self.record_flows[record["id"]] = flow
-        return record
+    # -- concluding: a frozen value, then what the books learn from it -------------------
 
-    def _release_held(
-        self, agent: Agent, *, negotiation: bool, why: Cause | type
-    ) -> list[dict[str, Any]]:
+    def _conclude_request(
+        self, x: Exchange, p: PendingRequest, ts: float, *, answered: bool
+    ) -> FinishedRequest:
+        if answered and p.verdict is not None:
+            verdict = p.verdict
+        else:
+            verdict, note = conclude.unanswered(x, p)
+            if note is not None:
+                x.notes.add_once(note.code, note.detail)  # once per exchange, not per request
+        f = conclude.request(x, p, verdict, ts, answered, self._settings)
+        if p.attempt is not None:
+            self.retries.finish(
+                p.attempt, ts, f.verdict.outcome, list(f.statuses), f.retry_after_ms
+            )
+        return f
+
+    def _conclude_delete(self, x: Exchange, ts: float) -> FinishedSession:
+        f = conclude.delete(x, ts, self._take_record_id(), self._settings.scenario)
+        if f.end_reason is not None:
+            self.sessions.end(x.session, EndReason.DELETE)
+        return f
+
+    def _conclude_session(
+        self, session: Session, status: int | None, start: float, ts: float, x: Exchange | None
+    ) -> FinishedSession:
+        return conclude.session(
+            session, status, start, ts, x, self._take_record_id(), self._settings.scenario
+        )
+
+    def _emit(self, f: Finished, negotiation: bool | None = None) -> Emitted:
+        """Every record is built here, with the flow it is of."""
+        return Emitted(record_of(f, negotiation), flow_of(f))
+
+    def _release_held(self, agent: Agent, *, negotiation: bool, why: Trigger) -> list[Emitted]:
         if not self._waiting.held:
             return []  # the usual case, on every POST
-        return [self._record(f, negotiation) for f in self._waiting.release(agent, why)]
+        return [self._emit(f, negotiation) for f in self._waiting.release(agent, why)]
 
 
 def _is_negotiation_candidate(f: Finished) -> bool:

@@ -20,6 +20,7 @@ from mcp_layers_core.events import (
     StreamEnded,
 )
 from mcp_layers_core.jsonl import dumps_line
+from mcp_layers_core.tracker import records_of
 
 from tests.unit.wire import SSE, Run, call, event, result, rpc
 
@@ -60,7 +61,7 @@ def start(r: Run, version: str, session: str, agent: str, peer: str) -> list[dic
     note = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
     flow = r.post(note, headers(version, session, agent), peer=peer)
     r.t.handle(ResponseStarted(flow, r.tick(), 202, {}))
-    return out + r.t.handle(ResponseBody(flow, r.tick(), b"", 0))
+    return out + records_of(r.t.handle(ResponseBody(flow, r.tick(), b"", 0)))
 
 
 def test_another_running_client_of_the_same_name_is_no_evidence(tmp_path: Path) -> None:
@@ -90,12 +91,14 @@ def resumed_early(version: str) -> list[dict]:
     flow = r.post(call(2), h, peer="10.0.0.1:1")
     r.t.handle(ResponseStarted(flow, r.tick(), 200, SSE, True))
     r.t.handle(StreamChunk(flow, r.tick(), b"id: e1\nretry: 3000\ndata: \n\n"))
-    records += r.t.handle(StreamEnded(flow, r.tick()))
+    records += records_of(r.t.handle(StreamEnded(flow, r.tick())))
     get = r.other("GET", {**h, "last-event-id": "e1", "accept": "text/event-stream"},
                   peer="10.0.0.1:1")  # fmt: skip
     r.t.handle(ResponseStarted(get, r.tick(), 200, SSE, True))
-    records += r.t.handle(StreamChunk(get, r.tick(), b"id: e2\n" + event(result(2, content=[]))))
-    records += r.t.handle(StreamEnded(get, r.tick()))
+    records += records_of(
+        r.t.handle(StreamChunk(get, r.tick(), b"id: e2\n" + event(result(2, content=[]))))
+    )
+    records += records_of(r.t.handle(StreamEnded(get, r.tick())))
     return records
 
 
@@ -114,7 +117,7 @@ def test_an_http_sse_session_of_2024_11_05_needs_no_delete(tmp_path: Path) -> No
 
     def accepted(flow: str) -> list[dict]:
         r.t.handle(ResponseStarted(flow, r.tick(), 202, {"content-length": "8"}))
-        return r.t.handle(ResponseBody(flow, r.tick(), b"Accepted", 8))
+        return records_of(r.t.handle(ResponseBody(flow, r.tick(), b"Accepted", 8)))
 
     hello = rpc(1, "initialize", protocolVersion="2024-11-05", capabilities={},
                 clientInfo={"name": "legacy", "version": "1"})  # fmt: skip
@@ -126,7 +129,7 @@ def test_an_http_sse_session_of_2024_11_05_needs_no_delete(tmp_path: Path) -> No
     records += accepted(r.post(note, agent, query_session="L1"))
     records += accepted(r.post(call(2), agent, query_session="L1"))
     records += r.chunk(get, event(result(2, content=[])))
-    records += r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    records += records_of(r.t.handle(FlowFailed(get, r.tick(), "Client disconnected.")))
     got = verdicts(records, tmp_path)
     assert got[("legacy@1", DELETE)] == "NOT_EXERCISED"
     assert got[("legacy@1", INITIALIZED)] == "PASS"

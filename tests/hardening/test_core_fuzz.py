@@ -52,7 +52,7 @@ from mcp_layers_core.jsonl import RecordWriter, dumps_line
 from mcp_layers_core.jsonrpc import is_request, messages_of, try_loads
 from mcp_layers_core.records import base_record
 from mcp_layers_core.retries import RetryBook, ToolSafetyBook
-from mcp_layers_core.tracker import Settings, Tracker
+from mcp_layers_core.tracker import Settings, Tracker, records_of
 
 SERVERS = ("127.0.0.1:9000", "127.0.0.1:9001")
 PEERS = ("127.0.0.1:50000", "127.0.0.1:50001", "10.0.0.2:40000")
@@ -392,7 +392,7 @@ def state_sizes(t: Tracker) -> dict[str, int]:
         "unclaimed": len(waiting.unclaimed),
         "server_requests": len(waiting.server_requests),
         "client_by_agent": len(t._who.client_by_agent),
-        "held": sum(len(v) for v in waiting.held.values()),
+        "held": sum(len(v.finished) for v in waiting.held.values()),
         "held_agents": len(waiting.held),
         "sessions": len(t.sessions),
         "lost_sessions": len(t.sessions._lost),
@@ -458,7 +458,7 @@ class Simulation:
 
     def feed(self, event: Any) -> list[dict[str, Any]]:
         self.tally.events += 1
-        out = self.t.handle(event)
+        out = records_of(self.t.handle(event))
         check_records(out, self.seen, self.tally)
         self.records += out
         sizes = state_sizes(self.t)
@@ -705,14 +705,14 @@ def _stream_records(body: bytes, chunks: list[bytes]) -> list[dict[str, Any]]:
     t = Tracker(Settings(max_event_bytes=EVENT_CAP))
     ts = 1_700_000_000.0
     sse = {"content-type": "text/event-stream"}
-    out = t.handle(PostReceived("f", ts, SERVERS[0], PEERS[0], {}, body, len(body)))
+    out = records_of(t.handle(PostReceived("f", ts, SERVERS[0], PEERS[0], {}, body, len(body))))
     if not t.is_tracked("f"):
         return out
-    out += t.handle(ResponseStarted("f", ts, 200, sse))
+    out += records_of(t.handle(ResponseStarted("f", ts, 200, sse)))
     for chunk in chunks:
-        out += t.handle(StreamChunk("f", ts, chunk))
-    out += t.handle(StreamEnded("f", ts))
-    return out + t.handle(ProxyStopping(ts))
+        out += records_of(t.handle(StreamChunk("f", ts, chunk)))
+    out += records_of(t.handle(StreamEnded("f", ts)))
+    return out + records_of(t.handle(ProxyStopping(ts)))
 
 
 def test_records_do_not_depend_on_how_a_stream_is_cut() -> None:
@@ -742,14 +742,14 @@ def _one_exchange(body: bytes, answer: bytes, sse: bool = False) -> list[dict[st
     t = Tracker()
     ctype = {"content-type": "text/event-stream" if sse else "application/json"}
     ts = 1_700_000_000.0
-    out = t.handle(PostReceived("f", ts, SERVERS[0], PEERS[0], {}, body, len(body)))
-    out += t.handle(ResponseStarted("f", ts, 200, ctype))
+    out = records_of(t.handle(PostReceived("f", ts, SERVERS[0], PEERS[0], {}, body, len(body))))
+    out += records_of(t.handle(ResponseStarted("f", ts, 200, ctype)))
     if sse:
-        out += t.handle(StreamChunk("f", ts, answer))
-        out += t.handle(StreamEnded("f", ts))
+        out += records_of(t.handle(StreamChunk("f", ts, answer)))
+        out += records_of(t.handle(StreamEnded("f", ts)))
     else:
-        out += t.handle(ResponseBody("f", ts, answer, len(answer)))
-    return out + t.handle(ProxyStopping(ts))
+        out += records_of(t.handle(ResponseBody("f", ts, answer, len(answer))))
+    return out + records_of(t.handle(ProxyStopping(ts)))
 
 
 @pytest.mark.parametrize("depth", [100, 254, 255, 256, 1000, 1024, 1025, 100_000])
@@ -803,7 +803,7 @@ def test_a_20_mib_body_is_not_parsed_past_the_cap() -> None:
     body += b'"}}'
     t = Tracker()
     started = time.perf_counter()
-    out = t.handle(PostReceived("f", 1.0, SERVERS[0], PEERS[0], {}, body, len(body)))
+    out = records_of(t.handle(PostReceived("f", 1.0, SERVERS[0], PEERS[0], {}, body, len(body))))
     assert out == [] and not t.is_tracked("f")  # over the cap: passed, not recorded
     huge_answer = b'{"jsonrpc":"2.0","id":1,"result":{"s":"' + b"b" * (20 << 20) + b'"}}'
     records = _one_exchange(b'{"jsonrpc":"2.0","id":1,"method":"ping"}', huge_answer[:100])
@@ -831,7 +831,7 @@ def test_a_long_adversarial_stream_keeps_notes_and_memory_bounded() -> None:
             t.handle(StreamChunk(flow, 1.0, over + wrong))
     sizes = state_sizes(t)
     assert sizes["notes"] <= MAX_NOTES and sizes["unexpected_ids"] <= 1, sizes
-    [record] = t.handle(StreamEnded("f", 2.0))
+    [record] = records_of(t.handle(StreamEnded("f", 2.0)))
     line = dumps_line(record)
     figures("core-long-adversarial-stream", events=4 * n, notes=len(record["notes"]),
             record_bytes=len(line))  # fmt: skip
@@ -874,14 +874,16 @@ def test_records_held_for_a_client_that_never_returns_are_bounded() -> None:
     for n in range(clients):
         flow = f"f{n}"
         ts = 1_700_000_000.0 + n
-        written += t.handle(
-            PostReceived(flow, ts, SERVERS[0], PEERS[0], {"user-agent": f"ua-{n}"}, probe, 50)
+        written += records_of(
+            t.handle(
+                PostReceived(flow, ts, SERVERS[0], PEERS[0], {"user-agent": f"ua-{n}"}, probe, 50)
+            )
         )
-        written += t.handle(ResponseStarted(flow, ts, 400, rejected))
-        written += t.handle(ResponseBody(flow, ts, error, len(error)))
+        written += records_of(t.handle(ResponseStarted(flow, ts, 400, rejected)))
+        written += records_of(t.handle(ResponseBody(flow, ts, error, len(error))))
         assert len(t._waiting.held) <= 50
     before_stop = len(written)
-    written += t.handle(ProxyStopping(2e9))
+    written += records_of(t.handle(ProxyStopping(2e9)))
     figures("core-held-bound", clients=clients, written_before_stop=before_stop,
             written=len(written), held_peak=50)  # fmt: skip
     assert before_stop == clients - 50

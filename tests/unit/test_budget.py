@@ -12,6 +12,7 @@ from mcp_layers_core.decode import StreamDecoder
 from mcp_layers_core.events import ProxyStopping, ResponseStarted, StreamChunk, StreamEnded
 from mcp_layers_core.retries import ToolSafetyBook
 from mcp_layers_core.sse import EVENT_OVER_BUDGET, SseAnomaly, SseEvent
+from mcp_layers_core.tracker import records_of
 from wire import SSE, Run, call, event, result
 
 KIB = 1024
@@ -43,7 +44,7 @@ def test_eight_streams_with_unfinished_huge_events_stay_within_the_budget() -> N
     assert r.t.buffers.dropped >= streams - 2  # what passed the budget was dropped
     # Without the budget these eight would hold 48 MiB (and copies while lines join).
     assert held_peak < budget + 4 * MIB, held_peak
-    records = r.t.handle(ProxyStopping(r.tick()))
+    records = records_of(r.t.handle(ProxyStopping(r.tick())))
     noted = [x for x in records if any(n.startswith("sse_event_over_budget") for n in x["notes"])]
     assert len(noted) == r.t.buffers.dropped
     assert all(x["outcome"] == "UNINSPECTED" for x in noted)
@@ -56,14 +57,14 @@ def test_a_stream_that_fits_is_read_once_the_budget_has_room_again() -> None:
     for f in (hog, other):
         r.t.handle(ResponseStarted(f, r.tick(), 200, SSE))
     r.t.handle(StreamChunk(hog, r.tick(), b"data: " + b"x" * (MIB - 100)))
-    r.t.handle(StreamChunk(other, r.tick(), b"data: " + b"y" * 200))  # over: dropped
+    records_of(r.t.handle(StreamChunk(other, r.tick(), b"data: " + b"y" * 200)))  # over: dropped
     r.t.handle(StreamChunk(other, r.tick(), b"\n\n"))
-    (hogged,) = r.t.handle(StreamEnded(hog, r.tick()))
+    (hogged,) = records_of(r.t.handle(StreamEnded(hog, r.tick())))
     assert hogged["notes"] == [f"sse_unterminated_event:{MIB - 100 + 6}"]
     assert r.t.buffers.held == 0
     answer = event(result(2, content=[]))
-    (rec,) = r.t.handle(StreamChunk(other, r.tick(), answer)) or r.t.handle(
-        StreamEnded(other, r.tick())
+    (rec,) = records_of(r.t.handle(StreamChunk(other, r.tick(), answer))) or records_of(
+        r.t.handle(StreamEnded(other, r.tick()))
     )
     assert rec["outcome"] == "TOOL_SUCCESS"
     assert rec["notes"] == ["sse_event_over_budget:207"]  # its line end counts

@@ -36,7 +36,7 @@ def test_core_runs_without_orjson() -> None:
         "t = Tracker()\n"
         't.handle(PostReceived(\'f\', 1.0, \'s:1\', \'p:2\', {}, b\'{"jsonrpc":"2.0","id":1,"method":"ping"}\'))\n'
         "t.handle(ResponseStarted('f', 1.1, 200, {'content-type': 'application/json'}))\n"
-        '(r,) = t.handle(ResponseBody(\'f\', 1.2, b\'{"jsonrpc":"2.0","id":1,"result":{}}\'))\n'
+        '((r, _),) = t.handle(ResponseBody(\'f\', 1.2, b\'{"jsonrpc":"2.0","id":1,"result":{}}\'))\n'
         "print(r['outcome'], dumps_line(r)[:6])\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

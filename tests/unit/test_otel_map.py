@@ -10,7 +10,7 @@ from mcp_layers_core import otel_map, otel_sdk
 from mcp_layers_core.events import PostReceived, ResponseBody, ResponseStarted
 from mcp_layers_core.otel_map import SpanData, SpanMapper, run_of
 from mcp_layers_core.record import new_record
-from mcp_layers_core.tracker import Tracker
+from mcp_layers_core.tracker import Tracker, records_of
 from otel_semconv import check_span, flat_data, flat_pb, semconv
 
 RUN = "mcp-20261130T154121Z"
@@ -319,7 +319,7 @@ def test_the_tracker_records_the_prompt_name() -> None:
     body = b'{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"review"}}'
     t.handle(PostReceived("f", 1.0, SERVER, "127.0.0.1:5", {}, body))
     t.handle(ResponseStarted("f", 1.1, 200, {"content-type": "application/json"}))
-    (record,) = t.handle(
-        ResponseBody("f", 1.2, b'{"jsonrpc":"2.0","id":1,"result":{"messages":[]}}')
+    (record,) = records_of(
+        t.handle(ResponseBody("f", 1.2, b'{"jsonrpc":"2.0","id":1,"result":{"messages":[]}}'))
     )
     assert record["prompt"] == "review" and record["tool"] is None

@@ -13,7 +13,7 @@ from mcp_layers_core import record_docs
 from mcp_layers_core.classify import LAYER_OF, Outcome
 from mcp_layers_core.events import PostReceived, ResponseBody, ResponseStarted
 from mcp_layers_core.record import FIELD_NAMES, FIELDS, FORMAT_VERSION, OUTCOMES, new_record
-from mcp_layers_core.tracker import Tracker
+from mcp_layers_core.tracker import Tracker, records_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 DOC = (DOCS / "record-format.md").read_text()
@@ -25,7 +25,9 @@ def a_record() -> dict[str, Any]:
     t = Tracker()
     t.handle(PostReceived("f", 1.0, "h:1", "p:2", {}, b'{"jsonrpc":"2.0","id":1,"method":"ping"}'))
     t.handle(ResponseStarted("f", 1.1, 200, {"content-type": "application/json"}))
-    (record,) = t.handle(ResponseBody("f", 1.2, b'{"jsonrpc":"2.0","id":1,"result":{}}'))
+    (record,) = records_of(
+        t.handle(ResponseBody("f", 1.2, b'{"jsonrpc":"2.0","id":1,"result":{}}'))
+    )
     return record
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from mcp_layers_core.events import FlowFailed, ProxyStopping, ResponseBody, ResponseStarted
+from mcp_layers_core.tracker import records_of
 from wire import SSE, Run, call, event, result, rpc
 
 UA = {"user-agent": "agent/1.0"}
@@ -117,7 +118,7 @@ def test_a_client_that_hangs_up_after_a_null_id_error_had_its_answer() -> None:
     f = r.post(call(1), UA)
     r.t.handle(ResponseStarted(f, r.tick(), 200, SSE))
     assert r.chunk(f, event(null_id_error(-32000))) == []
-    (rec,) = r.t.handle(FlowFailed(f, r.tick(), "Client disconnected."))
+    (rec,) = records_of(r.t.handle(FlowFailed(f, r.tick(), "Client disconnected.")))
     assert (rec["outcome"], rec["jsonrpc"]["errorCode"]) == ("JSONRPC_ERROR", -32000)
     assert "closed_after_answer" in rec["notes"] and rec["sse"]["final"] is True
 
@@ -147,7 +148,7 @@ def test_2026_a_404_with_a_stale_session_id_loses_no_session(
     (rec,) = records
     assert rec["outcome"] == "HTTP_ERROR" and "session_lost" not in rec["notes"]
     assert rec["protocolVersion"] == "2026-07-28"
-    assert r.t.handle(ProxyStopping(r.tick())) == []  # no session to end, ever
+    assert records_of(r.t.handle(ProxyStopping(r.tick()))) == []  # no session to end, ever
 
 
 def test_before_2026_a_404_with_a_session_id_still_ends_it() -> None:
@@ -168,7 +169,7 @@ def test_a_response_post_never_carries_a_notifications_method() -> None:
     )
     f = r.post(body, UA)
     r.t.handle(ResponseStarted(f, r.tick(), 202, {}))
-    (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"", 0))
+    (rec,) = records_of(r.t.handle(ResponseBody(f, r.tick(), b"", 0)))
     assert (rec["kind"], rec["method"]) == ("response", None)
 
 
@@ -191,8 +192,8 @@ def legacy_stream(r: Run, sid: str) -> str:
 
 
 def accepted(r: Run, flow: str) -> list[dict]:
-    r.t.handle(ResponseStarted(flow, r.tick(), 202, {"content-length": "8"}))
-    return r.t.handle(ResponseBody(flow, r.tick(), b"Accepted", 8))
+    r.handle(ResponseStarted(flow, r.tick(), 202, {"content-length": "8"}))
+    return r.handle(ResponseBody(flow, r.tick(), b"Accepted", 8))
 
 
 @pytest.mark.parametrize("answer_first", [False, True], ids=["after-202", "before-202"])
@@ -207,7 +208,7 @@ def test_a_2024_11_05_stream_that_delivered_an_answer_says_final(answer_first: b
         assert accepted(r, f) == []
         (rec,) = r.chunk(get, event(result(1, content=[])))
     assert rec["outcome"] == "TOOL_SUCCESS"
-    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    (stream,) = records_of(r.t.handle(FlowFailed(get, r.tick(), "Client disconnected.")))
     assert stream["kind"] == "stream" and stream["sse"]["final"] is True
     assert stream["protocolVersion"] == "2024-11-05"
 
@@ -217,7 +218,7 @@ def test_a_2024_11_05_stream_that_ended_before_its_answers_202_still_delivered_i
     get = legacy_stream(r, "gone")
     f = r.post(call(1), UA, query_session="gone")
     assert r.chunk(get, event(result(1, content=[]))) == []
-    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    (stream,) = records_of(r.t.handle(FlowFailed(get, r.tick(), "Client disconnected.")))
     assert stream["sse"]["final"] is True
     (rec,) = accepted(r, f)
     assert rec["outcome"] == "TOOL_SUCCESS"
@@ -238,7 +239,7 @@ def test_a_2024_11_05_array_answer_on_the_stream_is_not_delivered(answer_first: 
         assert accepted(r, f) == []
         (rec,) = r.chunk(get, array)
     assert rec["outcome"] == "INVALID_ENVELOPE" and "batch_answer:2024-11-05" in rec["notes"]
-    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    (stream,) = records_of(r.t.handle(FlowFailed(get, r.tick(), "Client disconnected.")))
     assert stream["sse"]["final"] is False
 
 
@@ -247,7 +248,6 @@ def test_a_2024_11_05_answer_in_another_event_type_is_linked_to_its_flow(
     answer_first: bool,
 ) -> None:
     r = Run()
-    r.t.record_flows = {}
     get = legacy_stream(r, "hid")
     f = r.post(call(1), UA, query_session="hid")
     hidden = event(result(1, content=[]), name="result")
@@ -259,6 +259,6 @@ def test_a_2024_11_05_answer_in_another_event_type_is_linked_to_its_flow(
         (rec,) = r.chunk(get, hidden)
     assert (rec["outcome"], rec["httpStatuses"]) == ("TRANSPORT_VIOLATION", [202])
     assert "sse_event_type:result" in rec["notes"]
-    assert r.t.record_flows[rec["id"]] == f  # the adapter can comment the POST's flow
-    (stream,) = r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
+    assert r.flows[rec["id"]] == f  # the adapter can comment the POST's flow
+    (stream,) = records_of(r.t.handle(FlowFailed(get, r.tick(), "Client disconnected.")))
     assert stream["sse"]["final"] is False  # the client skipped it: nothing was delivered

@@ -15,6 +15,7 @@ from mcp_layers_core.events import (
     StreamEnded,
 )
 from mcp_layers_core.retries import call_signature, retry_after_ms, tool_safety
+from mcp_layers_core.tracker import records_of
 from wire import JSON, SSE, Run, call, event, result, rpc
 
 INIT = rpc(
@@ -124,7 +125,7 @@ def test_repeat_after_delete_or_in_an_older_session_is_not_a_retry() -> None:
     r.json(r.post(call(2), in_session("A")), 503, b"")
     delete = r.other("DELETE", in_session("A"))
     r.t.handle(ResponseStarted(delete, r.tick(), 200, {}))
-    (end,) = r.t.handle(ResponseBody(delete, r.tick(), b"", 0))
+    (end,) = records_of(r.t.handle(ResponseBody(delete, r.tick(), b"", 0)))
     assert (end["kind"], end["endReason"], end["httpStatuses"]) == ("session_end", "delete", [200])
     open_session(r, "B")
     (rec,) = r.json(r.post(call(3), in_session("B")), 200, result(3, content=[]))
@@ -144,10 +145,10 @@ def test_delete_refused_is_recorded_as_not_ended() -> None:
     open_session(r, "A")
     f = r.other("DELETE", in_session("A"))
     r.t.handle(ResponseStarted(f, r.tick(), 405, {}))
-    (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"", 0))
+    (rec,) = records_of(r.t.handle(ResponseBody(f, r.tick(), b"", 0)))
     # It ended nothing: no endReason, and the session still ends once, later.
     assert rec["endReason"] is None and rec["notes"] == ["not_ended:405"]
-    stop = r.t.handle(ProxyStopping(r.tick()))
+    stop = records_of(r.t.handle(ProxyStopping(r.tick())))
     assert [(x["kind"], x["endReason"]) for x in stop] == [("session_end", "shutdown")]
 
 
@@ -249,7 +250,9 @@ def test_different_servers_do_not_retry_each_other() -> None:
 
     r.t.handle(PostReceived("other", r.tick(), "10.0.0.1:80", "127.0.0.1:50000", UA, call(2)))
     r.t.handle(ResponseStarted("other", r.tick(), 200, JSON))
-    (rec,) = r.t.handle(ResponseBody("other", r.tick(), json.dumps(result(2, content=[])).encode()))
+    (rec,) = records_of(
+        r.t.handle(ResponseBody("other", r.tick(), json.dumps(result(2, content=[])).encode()))
+    )
     assert rec["retryOrigin"] == "none"
 
 
@@ -283,7 +286,9 @@ def test_2024_11_05_posts_are_answered_on_the_endpoint_stream() -> None:
     assert r.chunk(get, b"event: endpoint\ndata: /messages?session_id=abc123\n\n") == []
     f = r.post(INIT, UA, query_session="abc123")
     r.t.handle(ResponseStarted(f, r.tick(), 202, {"content-type": "text/plain"}))
-    assert r.t.handle(ResponseBody(f, r.tick(), b"", 0)) == []  # parked: answer comes on the GET
+    assert (
+        records_of(r.t.handle(ResponseBody(f, r.tick(), b"", 0))) == []
+    )  # parked: answer comes on the GET
     (init,) = r.chunk(
         get,
         event(
@@ -304,7 +309,7 @@ def test_2024_11_05_posts_are_answered_on_the_endpoint_stream() -> None:
     lost = r.post(call(1), UA, query_session="abc123")
     r.t.handle(ResponseStarted(lost, r.tick(), 202, {}))
     r.t.handle(ResponseBody(lost, r.tick(), b"", 0))
-    rec, stream = r.t.handle(StreamEnded(get, r.tick()))
+    rec, stream = records_of(r.t.handle(StreamEnded(get, r.tick())))
     assert (rec["outcome"], rec["notes"]) == ("STREAM_INCOMPLETE", ["answer_stream_closed"])
     assert stream["kind"] == "stream" and stream["session"] == init["session"]
     assert rec["session"] == init["session"] and rec["postCount"] == 2
@@ -326,7 +331,7 @@ def test_2025_11_25_resumed_stream_completes_the_original_post() -> None:
     assert rec["sse"] == {"events": 1, "final": True, "end": "complete", "resumed": True}
     # The POST's own stream: resumable (an event id) and a `retry:` of 500 ms.
     assert (rec["eventIds"], rec["retryMs"]) == (True, 500)
-    (stream,) = r.t.handle(StreamEnded(get, r.tick()))
+    (stream,) = records_of(r.t.handle(StreamEnded(get, r.tick())))
     assert stream["kind"] == "stream" and stream["httpStatuses"] == [200]
     assert stream["requestHeaders"] == [
         "accept",
@@ -348,7 +353,7 @@ def test_unresumed_stream_is_written_at_shutdown_or_after_the_window() -> None:
     (expired,) = r.released
     assert expired["outcome"] == "STREAM_INCOMPLETE" and "not_resumed" in expired["notes"]
     assert r.sse(r.post(call(5), in_session("A")), [b"id: 2\ndata: \n\n"]) == []
-    stopped = r.t.handle(ProxyStopping(r.tick()))
+    stopped = records_of(r.t.handle(ProxyStopping(r.tick())))
     assert sorted(x["jsonrpc"]["id"] for x in stopped if x["kind"] == "request") == [4, 5]
 
 
@@ -367,7 +372,7 @@ def test_server_request_and_the_clients_answer_post() -> None:
     r.chunk(f, event({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {}}))
     answer = r.post(json.dumps(result(0, action="accept")).encode(), in_session("A"))
     r.t.handle(ResponseStarted(answer, r.tick(), 202, {}))
-    (resp,) = r.t.handle(ResponseBody(answer, r.tick(), b"", 0))
+    (resp,) = records_of(r.t.handle(ResponseBody(answer, r.tick(), b"", 0)))
     assert (resp["kind"], resp["serverMethod"], resp["answerMs"], resp["outcome"]) == (
         "response",
         "elicitation/create",
@@ -375,7 +380,7 @@ def test_server_request_and_the_clients_answer_post() -> None:
         None,
     )
     r.chunk(f, event(result(3, content=[])))
-    (rec,) = r.t.handle(StreamEnded(f, r.tick()))
+    (rec,) = records_of(r.t.handle(StreamEnded(f, r.tick())))
     assert rec["outcome"] == "TOOL_SUCCESS"
 
 
@@ -387,7 +392,7 @@ def test_get_stream_counts_server_messages_on_the_session() -> None:
     r.chunk(get, event({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
     r.chunk(get, event({"jsonrpc": "2.0", "id": 1, "method": "roots/list"}))
     r.t.handle(FlowFailed(get, r.tick(), "Client disconnected."))
-    (end,) = r.t.handle(ProxyStopping(r.tick()))
+    (end,) = records_of(r.t.handle(ProxyStopping(r.tick())))
     assert end["sessionStats"] == {
         "posts": 1,
         "getStreams": 1,
@@ -400,7 +405,7 @@ def test_notification_ack_that_is_not_202_is_noted() -> None:
     r = Run()
     f = r.post(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
     r.t.handle(ResponseStarted(f, r.tick(), 200, JSON))
-    (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"{}", 2))
+    (rec,) = records_of(r.t.handle(ResponseBody(f, r.tick(), b"{}", 2)))
     assert rec["ackNote"] == "200 with body"
 
 
@@ -449,7 +454,7 @@ def test_2024_11_05_accepted_body_and_an_answer_that_beats_the_202() -> None:
     # The answer arrives on the GET before the proxy has seen the POST's 202.
     assert r.chunk(get, event(result(1, content=[], isError=True))) == []
     r.t.handle(ResponseStarted(f, r.tick(), 202, {"content-length": "8"}))
-    (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"Accepted", 8))
+    (rec,) = records_of(r.t.handle(ResponseBody(f, r.tick(), b"Accepted", 8)))
     assert (rec["outcome"], rec["httpStatuses"]) == ("TOOL_ERROR", [202])
 
 
@@ -457,11 +462,11 @@ def test_unanswered_delete_ends_the_session_once() -> None:
     r = Run()
     open_session(r, "A")
     f = r.other("DELETE", in_session("A"))
-    (rec,) = r.t.handle(FlowFailed(f, r.tick(), "Client disconnected."))
+    (rec,) = records_of(r.t.handle(FlowFailed(f, r.tick(), "Client disconnected.")))
     assert (rec["kind"], rec["endReason"], rec["httpStatuses"], rec["notes"]) == (
         "session_end", "delete", [], ["delete_unanswered"],
     )  # fmt: skip
-    assert r.t.handle(ProxyStopping(r.tick())) == []  # no second end at shutdown
+    assert records_of(r.t.handle(ProxyStopping(r.tick()))) == []  # no second end at shutdown
 
 
 def test_review_findings_stay_fixed() -> None:
@@ -484,7 +489,7 @@ def test_body_streamed_past_the_addon_is_uninspected() -> None:
     r = Run()
     f = r.post(call(1), UA)
     r.t.handle(ResponseStarted(f, r.tick(), 200, JSON))
-    (rec,) = r.t.handle(ResponseBody(f, r.tick(), None, 0))
+    (rec,) = records_of(r.t.handle(ResponseBody(f, r.tick(), None, 0)))
     assert (rec["outcome"], rec["notes"]) == ("UNINSPECTED", ["body_unseen"])
 
 
@@ -496,7 +501,7 @@ def test_2024_11_05_answer_in_another_event_type_never_reaches_the_client() -> N
     r.chunk(get, b"event: endpoint\ndata: /messages?session_id=hid\n\n")
     f = r.post(call(1), UA, query_session="hid")
     r.t.handle(ResponseStarted(f, r.tick(), 202, {"content-type": "text/plain"}))
-    assert r.t.handle(ResponseBody(f, r.tick(), b"Accepted", 8)) == []  # parked
+    assert records_of(r.t.handle(ResponseBody(f, r.tick(), b"Accepted", 8))) == []  # parked
     (rec,) = r.chunk(get, event(result(1, content=[]), name="result"))
     assert (rec["outcome"], rec["layer"]) == ("TRANSPORT_VIOLATION", "transport")
     assert "sse_event_type:result" in rec["notes"]
@@ -504,7 +509,7 @@ def test_2024_11_05_answer_in_another_event_type_never_reaches_the_client() -> N
     r.t.handle(StreamEnded(get, r.tick()))
     late = r.post(call(2), UA, query_session="hid")
     r.t.handle(ResponseStarted(late, r.tick(), 202, {}))
-    (rec,) = r.t.handle(ResponseBody(late, r.tick(), b"", 0))
+    (rec,) = records_of(r.t.handle(ResponseBody(late, r.tick(), b"", 0)))
     assert (rec["outcome"], rec["notes"]) == ("TRANSPORT_VIOLATION", ["202_for_request"])
     assert r.t.pending == 0
 

@@ -15,6 +15,7 @@ from mcp_layers_core.events import (
     Tick,
 )
 from mcp_layers_core.sessions import SessionBook
+from mcp_layers_core.tracker import records_of
 from wire import JSON, PEER, SERVER, Run, call, result, rpc
 
 INIT = rpc(0, "initialize", protocolVersion="2025-11-25", clientInfo={"name": "a", "version": "1"})
@@ -26,8 +27,8 @@ def headers(sid: str) -> dict[str, str]:
 
 def answer(r: Run, flow: str, status: int, body: bytes, more: dict[str, str] | None = None) -> list:
     """Headers then body; every record either event returns (an eviction may come first)."""
-    out = r.t.handle(ResponseStarted(flow, r.tick(), status, {**JSON, **(more or {})}))
-    return out + r.t.handle(ResponseBody(flow, r.tick(), body, len(body)))
+    out = records_of(r.t.handle(ResponseStarted(flow, r.tick(), status, {**JSON, **(more or {})})))
+    return out + records_of(r.t.handle(ResponseBody(flow, r.tick(), body, len(body))))
 
 
 def open_session(r: Run, sid: str) -> list[dict]:
@@ -46,9 +47,9 @@ def tool_call(r: Run, sid: str, n: int, status: int = 200) -> list[dict]:
 def delete(r: Run, sid: str, status: int = 200) -> list[dict]:
     r.n += 1
     f = f"f{r.n}"
-    out = r.t.handle(OtherRequest(f, r.tick(), "DELETE", SERVER, PEER, headers(sid)))
-    out += r.t.handle(ResponseStarted(f, r.tick(), status, {}))
-    return out + r.t.handle(ResponseBody(f, r.tick(), b"", 0))
+    out = records_of(r.t.handle(OtherRequest(f, r.tick(), "DELETE", SERVER, PEER, headers(sid))))
+    out += records_of(r.t.handle(ResponseStarted(f, r.tick(), status, {})))
+    return out + records_of(r.t.handle(ResponseBody(f, r.tick(), b"", 0)))
 
 
 def ends(records: list[dict]) -> list[tuple[str, str | None]]:
@@ -73,11 +74,11 @@ def test_an_idle_session_ends_on_a_tick_without_traffic() -> None:
     open_session(r, "B")
     r.now += 30
     r.exchange(call(1), result(1, content=[]), headers("B"))  # B is busy, A is not
-    assert r.t.handle(Tick(r.now + 29)) == []
-    (idle,) = r.t.handle(Tick(r.now + 31))
+    assert records_of(r.t.handle(Tick(r.now + 29))) == []
+    (idle,) = records_of(r.t.handle(Tick(r.now + 31)))
     assert (idle["endReason"], idle["kind"]) == ("idle", "session_end")
     assert idle["durationMs"] >= 60_000  # from its last traffic to its end
-    stop = r.t.handle(ProxyStopping(r.now + 32))
+    stop = records_of(r.t.handle(ProxyStopping(r.now + 32)))
     assert [x["endReason"] for x in stop] == ["shutdown"]  # B only: A ended once
 
 
@@ -89,7 +90,7 @@ def test_a_stream_keeps_its_session_from_going_idle() -> None:
     for _ in range(5):
         r.now += 5
         assert r.chunk(get, b": keep-alive\n\n") == []
-        assert r.t.handle(Tick(r.now)) == []
+        assert records_of(r.t.handle(Tick(r.now))) == []
 
 
 def test_a_delete_after_the_end_ends_nothing_and_says_why() -> None:
@@ -106,11 +107,11 @@ def test_a_delete_of_an_idle_forgotten_session_ends_nothing() -> None:
     r = Run(session_idle_s=60)
     open_session(r, "B")
     r.now += 61
-    assert [reason for _, reason in ends(r.t.handle(Tick(r.now)))] == ["idle"]
+    assert [reason for _, reason in ends(records_of(r.t.handle(Tick(r.now))))] == ["idle"]
     assert r.t.sessions.find(r.t.sessions.key_of("B")) is None  # forgotten
     (late,) = delete(r, "B")
     assert late["endReason"] is None and late["notes"] == ["already_ended:idle"]
-    assert ends(r.t.handle(ProxyStopping(r.tick()))) == []
+    assert ends(records_of(r.t.handle(ProxyStopping(r.tick())))) == []
 
 
 def test_idle_ends_are_spread_over_events_at_most_a_batch_at_a_time() -> None:
@@ -145,10 +146,10 @@ def test_churn_past_the_cap_every_session_ends_exactly_once() -> None:
             out += delete(r, sid, 404)
         if rnd.random() < 0.05:
             r.now += 6  # a quiet spell: the idle ones end
-            out += r.t.handle(Tick(r.now))
+            out += records_of(r.t.handle(Tick(r.now)))
         if rnd.random() < 0.05 and opened:
             out += delete(r, rnd.choice(opened[-10:]))  # a late DELETE of a recent one
-    out += r.t.handle(ProxyStopping(r.tick()))
+    out += records_of(r.t.handle(ProxyStopping(r.tick())))
     key = r.t.sessions.key_of
     by_session: dict[str, list[str | None]] = defaultdict(list)
     for session, reason in ends(out):

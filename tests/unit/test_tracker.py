@@ -15,7 +15,7 @@ from mcp_layers_core.events import (
     StreamChunk,
 )
 from mcp_layers_core.lifecycle import FLOW_PHASES, Cause, step
-from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase
+from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase, records_of
 from wire import JSON, PEER, SERVER, SSE, Run, call, event, result, rpc
 
 
@@ -66,7 +66,7 @@ def test_stateful_session_lifecycle_client_version_and_post_count() -> None:
     hdrs = {"mcp-session-id": "SECRET-SESSION", "mcp-protocol-version": "2025-06-18"}
     f2 = r.post(b'{"jsonrpc":"2.0","method":"notifications/initialized"}', hdrs)
     r.t.handle(ResponseStarted(f2, r.tick(), 202, {}))
-    (rec_note,) = r.t.handle(ResponseBody(f2, r.tick(), b"", 0))
+    (rec_note,) = records_of(r.t.handle(ResponseBody(f2, r.tick(), b"", 0)))
     rec_call = r.exchange(call(2), result(2, content=[]), hdrs)
     assert rec_init["session"] == rec_note["session"] == rec_call["session"]
     assert rec_init["session"].startswith("s-") and "SECRET" not in json.dumps(
@@ -161,7 +161,9 @@ def test_negotiation_flag_on_the_released_record() -> None:
         capabilities={},
         clientInfo={"name": "c", "version": "1"},
     )
-    released = r.t.handle(PostReceived("i", r.tick(), SERVER, PEER, {"user-agent": "py"}, init))
+    released = records_of(
+        r.t.handle(PostReceived("i", r.tick(), SERVER, PEER, {"user-agent": "py"}, init))
+    )
     (rec,) = released
     assert (rec["outcome"], rec["layer"], rec["httpStatuses"], rec["negotiation"]) == (
         "HTTP_ERROR",
@@ -172,7 +174,9 @@ def test_negotiation_flag_on_the_released_record() -> None:
     assert rec["jsonrpc"]["errorCode"] == -32022
     # A rejection followed by something else is a plain failure: negotiation false.
     assert r.json(r.post(rpc(3, "server/discover"), {"user-agent": "py"}), 400, err) == []
-    (rec2,) = r.t.handle(PostReceived("j", r.tick(), SERVER, PEER, {"user-agent": "py"}, call(4)))
+    (rec2,) = records_of(
+        r.t.handle(PostReceived("j", r.tick(), SERVER, PEER, {"user-agent": "py"}, call(4)))
+    )
     assert rec2["negotiation"] is False
 
 
@@ -265,7 +269,7 @@ def test_json_body_over_cap_is_uninspected() -> None:
     r = Run()
     f = r.post(call(1))
     r.t.handle(ResponseStarted(f, r.tick(), 200, JSON))
-    (rec,) = r.t.handle(ResponseBody(f, r.tick(), None, 99_000_000))
+    (rec,) = records_of(r.t.handle(ResponseBody(f, r.tick(), None, 99_000_000)))
     assert rec["outcome"] == "UNINSPECTED" and rec["notes"] == ["body_over_cap:99000000"]
 
 
@@ -293,27 +297,29 @@ def test_batch_gets_one_record_per_request() -> None:
 
 def test_no_response_and_shutdown() -> None:
     r = Run()
-    (rec,) = r.t.handle(FlowFailed(r.post(call(1)), r.tick(), "connect refused"))
+    (rec,) = records_of(r.t.handle(FlowFailed(r.post(call(1)), r.tick(), "connect refused")))
     assert (rec["outcome"], rec["httpStatuses"], rec["durationMs"]) == ("NO_RESPONSE", [], 10.0)
     waiting = r.post(call(2))
     streaming = r.post(call(3))
     r.t.handle(ResponseStarted(streaming, r.tick(), 200, SSE))
     r.t.handle(StreamChunk(streaming, r.tick(), b"id: 1\ndata: \n\n"))
-    recs = r.t.handle(ProxyStopping(r.tick()))
+    recs = records_of(r.t.handle(ProxyStopping(r.tick())))
     assert [(x["jsonrpc"]["id"], x["outcome"], x["notes"]) for x in recs] == [
         (2, "NO_RESPONSE", ["proxy_shutdown"]),
         (3, "STREAM_INCOMPLETE", ["proxy_shutdown"]),
     ]
     assert recs[1]["sse"] == {"events": 1, "final": False, "end": "error", "resumed": False}
     # mitmproxy calls `error` for open flows after `done`: nothing more is written.
-    assert r.t.handle(FlowFailed(waiting, r.tick(), "shutdown")) == [] and r.t.pending == 0
+    assert (
+        records_of(r.t.handle(FlowFailed(waiting, r.tick(), "shutdown"))) == [] and r.t.pending == 0
+    )
 
 
 def test_buffered_body_broken_by_upstream_is_no_response() -> None:
     r = Run()
     f = r.post(call(1))
     r.t.handle(ResponseStarted(f, r.tick(), 200, JSON))
-    (rec,) = r.t.handle(FlowFailed(f, r.tick(), "peer closed"))
+    (rec,) = records_of(r.t.handle(FlowFailed(f, r.tick(), "peer closed")))
     assert rec["outcome"] == "NO_RESPONSE" and rec["notes"] == ["upstream_broke_mid_body:200"]
 
 
@@ -332,16 +338,16 @@ def test_buffered_body_broken_by_upstream_is_no_response() -> None:
 )
 def test_posts_that_are_not_jsonrpc_are_ignored(body: bytes) -> None:
     r = Run()
-    assert r.t.handle(PostReceived("x", r.tick(), SERVER, PEER, {}, body)) == []
+    assert records_of(r.t.handle(PostReceived("x", r.tick(), SERVER, PEER, {}, body))) == []
     assert not r.t.is_tracked("x")
-    assert r.t.handle(ResponseStarted("x", r.tick(), 200, JSON)) == []
+    assert records_of(r.t.handle(ResponseStarted("x", r.tick(), 200, JSON))) == []
 
 
 def test_response_post_is_recorded_unclassified() -> None:
     r = Run()
     f = r.post(json.dumps(result(0, action="accept")).encode())
     r.t.handle(ResponseStarted(f, r.tick(), 202, {}))
-    (rec,) = r.t.handle(ResponseBody(f, r.tick(), b"", 0))
+    (rec,) = records_of(r.t.handle(ResponseBody(f, r.tick(), b"", 0)))
     assert (rec["kind"], rec["outcome"], rec["httpStatuses"]) == ("response", None, [202])
 
 
@@ -349,7 +355,7 @@ def test_pending_exchanges_are_bounded() -> None:
     r = Run(max_pending=3)
     flows = [r.post(call(i)) for i in range(3)]
     n = r.n + 1
-    evicted = r.t.handle(PostReceived(f"f{n}", r.tick(), SERVER, PEER, {}, call(99)))
+    evicted = records_of(r.t.handle(PostReceived(f"f{n}", r.tick(), SERVER, PEER, {}, call(99))))
     assert [x["jsonrpc"]["id"] for x in evicted] == [0] and evicted[0]["notes"] == [
         "evicted_pending_cap"
     ]

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from mcp_layers_core.events import (
+    Event,
     FlowFailed,
     OtherRequest,
     PostReceived,
@@ -14,7 +15,7 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
 )
-from mcp_layers_core.tracker import Settings, Tracker
+from mcp_layers_core.tracker import Settings, Tracker, records_of
 
 SERVER = "127.0.0.1:9000"
 PEER = "127.0.0.1:50000"
@@ -49,6 +50,7 @@ class Run:
         self.now = 1_700_000_000.0
         self.n = 0
         self.released: list[dict] = []
+        self.flows: dict[int, str | None] = {}
 
     def tick(self) -> float:
         self.now += 0.01
@@ -67,15 +69,15 @@ class Run:
         event = PostReceived(
             flow, self.tick(), SERVER, peer, headers or {}, body, len(body), query_session
         )
-        self.released = self.t.handle(event)
+        self.released = self.handle(event)
         return flow
 
     def json(
         self, flow: str, status: int, answer: object, headers: dict[str, str] | None = None
     ) -> list[dict]:
-        self.t.handle(ResponseStarted(flow, self.tick(), status, {**JSON, **(headers or {})}))
+        self.handle(ResponseStarted(flow, self.tick(), status, {**JSON, **(headers or {})}))
         raw = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-        return self.t.handle(ResponseBody(flow, self.tick(), raw, len(raw)))
+        return self.handle(ResponseBody(flow, self.tick(), raw, len(raw)))
 
     def sse(
         self,
@@ -85,12 +87,12 @@ class Run:
         end: str = "ok",
         framed: bool = True,
     ) -> list[dict]:
-        self.t.handle(ResponseStarted(flow, self.tick(), 200, {**SSE, **(headers or {})}, framed))
+        self.handle(ResponseStarted(flow, self.tick(), 200, {**SSE, **(headers or {})}, framed))
         for c in chunks:
-            assert self.t.handle(StreamChunk(flow, self.tick(), c)) == []
+            assert self.handle(StreamChunk(flow, self.tick(), c)) == []
         if end == "ok":
-            return self.t.handle(StreamEnded(flow, self.tick()))
-        return self.t.handle(FlowFailed(flow, self.tick(), end))
+            return self.handle(StreamEnded(flow, self.tick()))
+        return self.handle(FlowFailed(flow, self.tick(), end))
 
     def exchange(self, body: bytes, answer: object, headers: dict[str, str] | None = None) -> dict:
         (record,) = self.json(self.post(body, headers), 200, answer)
@@ -105,10 +107,16 @@ class Run:
     ) -> str:
         self.n += 1
         flow = f"f{self.n}"
-        self.t.handle(
+        self.handle(
             OtherRequest(flow, self.tick(), method, SERVER, peer, headers or {}, query_session)
         )
         return flow
 
+    def handle(self, event: Event) -> list[dict]:
+        """Feed the tracker; its records, noting the flow each is of (`self.flows`)."""
+        emitted = self.t.handle(event)
+        self.flows.update((e.record["id"], e.flow) for e in emitted)
+        return records_of(emitted)
+
     def chunk(self, flow: str, data: bytes) -> list[dict]:
-        return self.t.handle(StreamChunk(flow, self.tick(), data))
+        return self.handle(StreamChunk(flow, self.tick(), data))

@@ -32,6 +32,7 @@ from mcp_layers_core.jsonrpc import (
     try_loads,
 )
 from mcp_layers_core.limits import MAX_EVENT_BYTES
+from mcp_layers_core.versions import has_result_type
 
 from .cutter import SseCutter
 from .rules import (
@@ -188,7 +189,7 @@ def _envelope(rpc_id: object, **member: Any) -> dict[str, Any]:
 
 def _tool_result(request: RequestView, text: str, is_error: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
-    if (request.protocol_version or "") >= "2026":
+    if request.protocol_version is not None and has_result_type(request.protocol_version):
         result = {"resultType": "complete", **result}  # the 2026-07-28 result shape
     return result
 
