@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .record import NOT_FAILED, Outcome
+from .record import NOT_FAILED, Kind, Outcome
 
 SEP: Final = " · "
 
@@ -30,13 +30,13 @@ def comment_of(record: Mapping[str, Any]) -> str:
     """`#id` and what the record says of its flow, in a line (` · ` between parts)."""
     kind = record.get("kind")
     parts = [f"#{record.get('id')} {_headline(record, kind)}"]
-    if kind == "request":
+    if kind == Kind.REQUEST:
         parts += _request_parts(record)
-    elif kind == "notification":
+    elif kind == Kind.NOTIFICATION:
         parts += [str(record.get("method")), _ack(record)]
-    elif kind == "response":
+    elif kind == Kind.RESPONSE:
         parts += [str(record.get("serverMethod") or "answer"), _ack(record)]
-    elif kind == "session_end":
+    elif kind == Kind.SESSION_END:
         statuses = record.get("httpStatuses") or []
         parts += [str(record.get("endReason"))] + [str(s) for s in statuses[-1:]]
     injected = record.get("injected")
@@ -55,20 +55,20 @@ def mark_of(record: Mapping[str, Any]) -> str:
 
 def is_failure(record: Mapping[str, Any]) -> bool:
     """A request whose outcome is a failure, unless it was a version-negotiation probe."""
-    if record.get("kind") != "request" or record.get("negotiation") is True:
+    if record.get("kind") != Kind.REQUEST or record.get("negotiation") is True:
         return False
     outcome = record.get("outcome")
     return outcome is not None and outcome not in _NOT_FAILED_VALUES
 
 
 def _headline(record: Mapping[str, Any], kind: object) -> str:
-    if kind == "request":
+    if kind == Kind.REQUEST:
         outcome = str(record.get("outcome"))
         statuses = record.get("httpStatuses") or []
         if outcome == Outcome.HTTP_ERROR and statuses:
             return f"{outcome} {statuses[-1]}"
         return outcome
-    if kind == "session_end":
+    if kind == Kind.SESSION_END:
         return "session end"
     return str(kind)
 

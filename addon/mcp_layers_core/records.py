@@ -23,7 +23,7 @@ from .finished import (
 )
 from .jsonrpc import NOT_JSON
 from .notes import NO_DETAIL, Note
-from .record import new_record
+from .record import NoteCode, new_record
 from .redact import error_message, redact_json
 
 #: Longest note a peer's data can make (an unexpected response id is the server's).
@@ -230,7 +230,7 @@ def render_note(note: Note) -> str:
     """`code` or `code:detail`; an id a server sent is shown as its repr, cut short."""
     if note.detail is NO_DETAIL:
         return note.code
-    if note.code == "unexpected_response_id":
+    if note.code == NoteCode.UNEXPECTED_RESPONSE_ID:
         text = f"{note.code}:{note.detail!r}"
         if len(text) > MAX_NOTE_CHARS:  # the id is the server's: any size
             text = text[: MAX_NOTE_CHARS - 1] + "…"

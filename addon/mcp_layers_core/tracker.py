@@ -72,7 +72,7 @@ from .jsonrpc import (
     tool_of,
 )
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, Trigger, step
-from .record import EndReason, Kind, NoteCode, StreamEnd
+from .record import EndReason, Kind, NoteCode, StreamEnd, ToolSafety
 from .records import record_of
 from .request_headers import accept_types, header_names
 from .retries import (
@@ -323,7 +323,7 @@ class Tracker:
             p.attempt,
             continuation=is_continuation(params),
             session=SessionView(x.session.real, x.session.created, self._session_state),
-            safety=p.safety or "unknown",
+            safety=p.safety or ToolSafety.UNKNOWN,
         )
         x.requests.append(p)
         x.by_id[id_key(p.rpc_id)] = p
