@@ -54,7 +54,15 @@ def try_loads(data: bytes | str) -> Any:
         return _exact_loads(data) if _loads is not json.loads else NOT_JSON
     except (RecursionError, ValueError, TypeError):  # the stdlib on deep or odd input
         return NOT_JSON
-    if _loads is not json.loads and _lossy(value):
+    if _loads is json.loads:
+        return value
+    if type(value) is dict:  # the usual case, checked inline: no call per message
+        error = value.get("error")
+        if isinstance(value.get("id"), float) or (
+            type(error) is dict and isinstance(error.get("code"), float)
+        ):
+            return _exact_loads(data)
+    elif _lossy(value):
         return _exact_loads(data)
     return value
 

@@ -47,6 +47,10 @@ class LocalUsageError(Exception):
 
 
 class Phase(Enum):
+    # Identity hashing (members are singletons): Enum's own `__hash__` is a Python call,
+    # and a phase is looked up in the table on every event.
+    __hash__ = object.__hash__
+
     #: The request is in; no response headers yet.
     AWAITING_HEADERS = "awaiting_headers"
     #: Headers are in; a buffered body or a stream follows.
@@ -65,6 +69,8 @@ class Phase(Enum):
 
 class Cause(Enum):
     """What moves a pairing when no event of its own flow does."""
+
+    __hash__ = object.__hash__
 
     #: A `202` (or any answer a client cannot read) while a 2024-11-05 endpoint stream of
     #: the session is open: the answer comes on that stream. Without one it is not a wait
@@ -153,6 +159,8 @@ def step(phase: Phase, trigger: Trigger, flow: str = "-") -> Phase:
 
 
 class SessionPhase(Enum):
+    __hash__ = object.__hash__
+
     #: A client with no session (stateless servers, 2026-07-28): a home for its counts.
     STAND_IN = "stand_in"
     #: A server issued it; it has not ended.

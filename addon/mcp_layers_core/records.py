@@ -247,8 +247,9 @@ def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) ->
     }
     record["resultType"] = verdict.result_type
     record["isError"] = verdict.is_error
-    record["outcome"] = verdict.outcome.value
-    record["layer"] = verdict.layer.value
+    # `str()`: the plain value, without the two Python calls of an enum's `.value`.
+    record["outcome"] = str(verdict.outcome)
+    record["layer"] = str(verdict.layer)
     if verdict.note is not None:
         record["notes"].append(render_note(verdict.note))
 

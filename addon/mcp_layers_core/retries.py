@@ -33,12 +33,19 @@ try:
     import orjson
 
     def _canonical(value: object) -> bytes:
-        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        try:
+            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+        except (TypeError, ValueError):  # orjson refuses ints over 64 bits, for one
+            return _canonical_json(value)
 
 except ImportError:  # pragma: no cover - the addon also loads into a bare mitmproxy
 
     def _canonical(value: object) -> bytes:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
+        return _canonical_json(value)
+
+
+def _canonical_json(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
 
 
 #: `params` members that do not change what is being asked.
@@ -50,27 +57,16 @@ VOLATILE_PARAMS = frozenset({"_meta", "inputResponses", "requestState"})
 UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE, Outcome.TRANSPORT_VIOLATION})
 
 
-def _canonical_safe(value: object) -> bytes:
-    try:
-        return _canonical(value)
-    except (TypeError, ValueError):  # orjson refuses ints over 64 bits, for one
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr).encode()
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:20]
-
-
 def call_signature(method: str, params: object) -> str:
     """What is being asked, independent of ids, `_meta` noise and key order."""
     if isinstance(params, dict):
         params = {k: v for k, v in params.items() if k not in VOLATILE_PARAMS}
-    return _digest(_canonical_safe([method, params]))
+    return hashlib.sha256(_canonical([method, params])).hexdigest()[:20]
 
 
 def message_digest(msg: dict[str, Any]) -> str:
     """The whole message, id and `_meta` included: equal digests mean a byte-level resend."""
-    return _digest(_canonical_safe(msg))
+    return hashlib.sha256(_canonical(msg)).hexdigest()[:20]
 
 
 def is_continuation(params: object) -> bool:

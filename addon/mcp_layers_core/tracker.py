@@ -294,7 +294,7 @@ class Tracker:
             self._match_answers(x, [m for m in messages if is_response(m)])
         if len(messages) > 1:
             x.notes.add(NoteCode.BATCH, len(messages))
-        if any(m.get("method") == "subscriptions/listen" for m in requests):
+        if any([m.get("method") == "subscriptions/listen" for m in requests]):
             x.notes.add(NoteCode.SUBSCRIPTION)  # long by design: not slow, not hung
         if has_bom(ev.body):
             x.notes.add(NoteCode.REQUEST_BOM)  # the server may have read it, or refused it
@@ -399,7 +399,11 @@ class Tracker:
         if x.kind is Kind.REQUEST:
             x.fault = answer_form_fault(ev.status, x.content_type)
         issued = ev.headers.get("mcp-session-id")
-        if issued and x.kind is Kind.REQUEST and any(p.method == "initialize" for p in x.requests):
+        if (
+            issued
+            and x.kind is Kind.REQUEST
+            and any([p.method == "initialize" for p in x.requests])
+        ):
             self._adopt_session(x, issued)
         forgotten = ev.status == 404 and x.session.real and x.session.ended is None
         if forgotten and x.kind is not Kind.SESSION_END and not is_sessionless(x.protocol_version):

@@ -36,6 +36,12 @@ def has_result_type(version: str | None) -> bool:
     return version is None or version >= V2026_07_28
 
 
+def requires_result_type(version: str | None) -> bool:
+    """Must every result name its `resultType` (2026-07-28 on: a server MUST)? Unlike
+    `has_result_type`, an unknown version is not held to it."""
+    return version is not None and version >= V2026_07_28
+
+
 def is_sessionless(version: str | None) -> bool:
     """Does `version` have no sessions (2026-07-28 and later)?"""
     return version is not None and version >= V2026_07_28

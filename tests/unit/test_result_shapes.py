@@ -27,7 +27,13 @@ from mcp_layers_core import result_shapes_gen
 from mcp_layers_core.classify import classify_answer
 from mcp_layers_core.notes import Note
 from mcp_layers_core.record import Outcome
-from mcp_layers_core.shapes import INPUT_REQUIRED, result_fault
+from mcp_layers_core.result_shapes import VERSIONS
+from mcp_layers_core.shapes import (
+    INPUT_REQUIRED,
+    is_plain_text_result,
+    result_fault,
+    schema_fault,
+)
 from mcp_types import methods as sdk_methods
 
 OLD = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -302,3 +308,51 @@ def test_deep_values_are_no_fault_and_no_exception() -> None:
     assert result_fault("server/discover", MODERN, discover) is None
     verdict = classify_answer("server/discover", 1, answer(discover), version=MODERN)
     assert verdict.outcome is Outcome.SUCCESS
+
+
+# -- the plain text shortcut -----------------------------------------------------------
+
+_JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4))
+_BLOCK = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=8)}),
+    st.dictionaries(
+        st.sampled_from(["type", "text", "annotations", "_meta", "extra"]),
+        st.one_of(_JSON_LEAF, st.just("text"), st.just("image")),
+        max_size=3,
+    ),
+)
+_NEAR_PLAIN = st.one_of(
+    st.fixed_dictionaries(
+        {"content": st.lists(_BLOCK, max_size=3)},
+        optional={"isError": st.one_of(st.booleans(), _JSON_LEAF)},
+    ),
+    st.dictionaries(
+        st.sampled_from(["content", "isError", "resultType", "structuredContent", "x"]),
+        st.one_of(_JSON_LEAF, st.lists(_BLOCK, max_size=2)),
+        max_size=3,
+    ),
+    _JSON_LEAF,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(result=_NEAR_PLAIN, version=st.sampled_from([None, *sorted(VERSIONS)]))
+def test_the_plain_shortcut_only_passes_what_the_schema_walk_passes(
+    result: object, version: str | None
+) -> None:
+    """`is_plain_text_result` skips the walk: it may say True only where the walk finds
+    no fault, and `result_fault` must agree with the walk either way."""
+    if is_plain_text_result(result, version):
+        assert schema_fault("tools/call", version, result) is None
+    assert result_fault("tools/call", version, result) == schema_fault(
+        "tools/call", version, result
+    )
+
+
+def test_the_plain_shortcut_takes_the_usual_answer_and_nothing_2026() -> None:
+    plain = {"content": [{"type": "text", "text": "hi"}], "isError": False}
+    assert is_plain_text_result(plain, "2025-11-25") and is_plain_text_result(plain, None)
+    assert is_plain_text_result({"content": []}, "2024-11-05")
+    assert not is_plain_text_result(plain, "2026-07-28")  # needs `resultType` there
+    assert not is_plain_text_result({"content": [{"type": "text", "text": 1}]}, None)
+    assert not is_plain_text_result({**plain, "isError": "no"}, None)
