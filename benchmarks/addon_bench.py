@@ -1,18 +1,22 @@
-"""What the addon costs: plain `mitmdump -q` against `mitmdump -q -s addon/mcp_layers.py`.
+"""What the addon costs: `mitmdump -q -s addon/mcp_layers.py` against plain `mitmdump -q`,
+against mitmproxy's own flow recording (`mitmdump -q -w FILE`), and against a script addon
+that does nothing.
 
-Both proxies run side by side in reverse mode in front of the same upstream (the
+The proxies run side by side in reverse mode in front of the same upstream (the
 scripted upstream of the end-to-end tests, in a process of its own) and get the same
 workload: JSON-RPC `tools/call` POSTs on keep-alive connections, answered either with
 a small JSON body or with an SSE stream of three events (two progress notifications and
 the response, `--sse-gap-ms` apart). The upstream stamps its send time into every
 event, and the client subtracts it on arrival: that is the per-event delay.
 
-Runs alternate between the two proxies (the order flips every time) and the whole set
+Runs rotate between the proxies (the first one changes every time) and the whole set
 repeats `--reps` times; the table shows, per configuration, the median over the reps
-of each run's median latency, p99 latency, throughput and per-event delay, and the
-addon/plain ratios. The targets (latency ratio <= 1.05, per-event delay within 1 ms of
-plain) are printed next to the numbers, never asserted: timings belong in a report,
-not in a test that fails on a busy machine.
+of each run's median latency, p99 latency, throughput, CPU per request and per-event
+delay, and the addon/baseline ratios. The targets (ratios <= 1.05, per-event delay
+within 0.1 ms of a streaming plain proxy) are printed next to the numbers, never
+asserted: timings belong in a report, not in a test that fails on a busy machine. The
+report ends with the addon's Python calls per exchange (call_count.py): a count, steady
+where the timings are not.
 
     .venv/bin/python benchmarks/addon_bench.py            # 2,000 requests per run
     .venv/bin/python benchmarks/addon_bench.py --requests 500 --reps 1   # a quick look
@@ -25,6 +29,7 @@ import asyncio
 import itertools
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -43,9 +48,29 @@ WORKLOADS = ("json", "sse")
 #: (`stream_large_bodies=1`), and the buffering plain one is shown for reference.
 #: `noop-addon` is a script with the addon's hooks doing nothing but stream SSE: the
 #: floor any script addon pays in mitmproxy's hook dispatch, whatever it does.
+#: `plain-w` is mitmproxy's own recording, `-w FILE` (every flow saved whole): the peer a
+#: user would otherwise reach for. Like plain mitmdump it buffers an SSE answer, so for SSE
+#: it is shown for reference, and the fair peer is `plain-w-stream`: it streams SSE as the
+#: addon does (`stream_large_bodies=1`) *and* still saves each event, as the addon records
+#: each one (`store_streamed_bodies`; without it mitmproxy saves a streamed flow with no
+#: body, less work than the addon does). Like `plain-stream`, it streams the (small)
+#: request bodies too, which the addon does not: the only built-in switch streams both.
 CONFIGS: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "plain": (["-q"], WORKLOADS),
     "plain-stream": (["-q", "--set", "stream_large_bodies=1"], ("sse",)),
+    "plain-w": (["-q", "-w", "{flows}"], WORKLOADS),
+    "plain-w-stream": (
+        [
+            "-q",
+            "-w",
+            "{flows}",
+            "--set",
+            "stream_large_bodies=1",
+            "--set",
+            "store_streamed_bodies=true",
+        ],
+        ("sse",),
+    ),
     "noop-addon": (["-q", "-s", "{noop}"], WORKLOADS),
     "addon": (["-q"], WORKLOADS),
     "addon-clocked": (["-q"], WORKLOADS),
@@ -53,7 +78,7 @@ CONFIGS: dict[str, tuple[list[str], tuple[str, ...]]] = {
 #: `addon-clocked` is the addon loaded through `hook_clock.py`: its hooks and batches
 #: timed inside the running proxy (reported on their own, never used as the addon's row).
 CLOCK_SCRIPT = Path(__file__).resolve().parent / "hook_clock.py"
-BASELINES = ("plain", "plain-stream", "noop-addon")
+BASELINES = ("plain", "plain-stream", "plain-w", "plain-w-stream", "noop-addon")
 
 NOOP_ADDON = """\
 import gc
@@ -224,7 +249,7 @@ async def _read_body(
 
 
 async def _connection(
-    port: int, workload: str, budget: itertools.count, total: int, tally: _Tally, conn: int
+    port: int, workload: str, budget: itertools.count[int], total: int, tally: _Tally, conn: int
 ) -> None:
     reader, writer = await asyncio.open_connection(HOST, port)
     try:
@@ -332,6 +357,35 @@ def measure(
 # -- orchestration ---------------------------------------------------------------------------
 
 
+def _flows_file(work: Path, config: str) -> Path:
+    """Where a `-w` baseline saves its flows."""
+    return work / f"flows-{config}.mitm"
+
+
+def _saved_flows(path: Path) -> tuple[int, int]:
+    """The flows in a `-w` file, and how many have a response body (streamed SSE ones only
+    with `store_streamed_bodies`)."""
+    from mitmproxy import http, io
+
+    flows = bodies = 0
+    with path.open("rb") as f:
+        for flow in io.FlowReader(f).stream():
+            flows += 1
+            if isinstance(flow, http.HTTPFlow) and flow.response and flow.response.raw_content:
+                bodies += 1
+    return flows, bodies
+
+
+def _call_counts(workloads: Sequence[str]) -> str:
+    """The addon's Python calls per exchange (call_count.py), or why they are missing."""
+    try:
+        from call_count import count_calls, format_table
+
+        return format_table(count_calls(workloads))
+    except Exception as e:  # the timings above stand on their own
+        return f"Python calls per exchange: not counted ({e!r})"
+
+
 def _median_of(runs: list[Run], name: str) -> float | None:
     values = [getattr(r, name) for r in runs if getattr(r, name) is not None]
     return statistics.median(values) if values else None
@@ -354,10 +408,10 @@ def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Names
         f"reps); SSE answer = {SSE_EVENTS} events {args.sse_gap_ms:g} ms apart; CPU = the "
         "mitmdump process's user+system time per request",
         "",
-        "workload conc  baseline     | base p50  p99       req/s  CPU/req "
+        "workload conc  baseline       | base p50  p99       req/s  CPU/req "
         "| addon p50 p99       req/s  CPU/req "
         "| addon/base p50  p99    req/s  CPU",
-        "-" * 136,
+        "-" * 138,
     ]
     keys = ("latency_p50_ms", "latency_p99_ms", "rps", "cpu_us")
     for workload in args.workloads:
@@ -369,7 +423,7 @@ def _report(results: dict[tuple[str, str, int], list[Run]], args: argparse.Names
                 p = _stats(results[(base, workload, conc)], *keys)
                 r = [x / y for x, y in zip(a, p, strict=True)]
                 out.append(
-                    f"{workload:<8} {conc:>4}  {base:<12} "
+                    f"{workload:<8} {conc:>4}  {base:<14} "
                     f"| {p[0]:6.2f} ms {p[1]:6.2f} ms {p[2]:6.0f} {p[3]:5.0f} µs "
                     f"| {a[0]:6.2f} ms {a[1]:6.2f} ms {a[2]:6.0f} {a[3]:5.0f} µs "
                     f"| {r[0]:14.3f} {r[1]:6.3f} {r[2]:6.3f} {r[3]:6.3f}"
@@ -479,7 +533,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         noop = work / "noop_addon.py"
         noop.write_text(NOOP_ADDON)
         for config, (extra, _workloads) in CONFIGS.items():
-            extra = [str(noop) if x == "{noop}" else x for x in extra]
+            # `-w` writes into the work folder, removed at the end like everything in it.
+            fill = {"{noop}": str(noop), "{flows}": str(_flows_file(work, config))}
+            extra = [fill.get(x, x) for x in extra]
             ports[config] = procs.free_port()
             cmd = procs.mitmdump_cmd(
                 up_port,
@@ -537,6 +593,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if r.get("kind") == "request"
         )
         print(f"\naddon recorded {records} request records for {sent['addon']} POSTs")
+        # The same of the `-w` baselines: every flow saved, with its answer's body.
+        for config in (c for c, (x, _w) in CONFIGS.items() if "-w" in x):
+            procs.stop(proxies[config])  # mitmproxy writes out the last flows as it stops
+            flows, bodies = _saved_flows(_flows_file(work, config))
+            print(
+                f"{config} saved {flows} flows ({bodies} with the answer's body) for "
+                f"{sent[config]} POSTs"
+            )
+        print("\n" + _call_counts(args.workloads))
         if args.json:
             runs = [asdict(r) for rs in results.values() for r in rs]
             args.json.write_text(json.dumps(runs, indent=1))
@@ -544,6 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for proc in reversed(started):
             procs.stop(proc)
+        shutil.rmtree(work, ignore_errors=True)  # the recordings and `-w` files can be large
 
 
 if __name__ == "__main__":
