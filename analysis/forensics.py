@@ -19,8 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from mcp_layers_core.record import Kind, StreamEnd
+
 from .load import Engine
 from .queries import literal, not_failed
+from .terms import POSTS_AND_GETS, sql, sql_in
 
 #: A silence this long after an incident is a stall.
 STALL_MS: Final = 10_000
@@ -40,14 +43,14 @@ incident AS (
   -- its record did (it waited for a resumption until the proxy stopped) ended then.
   SELECT a.*, CASE WHEN a.closed_early THEN a.tcut ELSE a.t1 END AS te FROM r a
   WHERE a.m{only} AND (
-    (a.kind = 'request' AND NOT {not_failed("a.outcome")}
+    (a.kind = {sql(Kind.REQUEST)} AND NOT {not_failed("a.outcome")}
       AND NOT coalesce(a.negotiation, FALSE) AND coalesce(a.method, '') <> 'server/discover')
-    OR (a.kind = 'stream' AND NOT a.shutdown AND a.sse IS NOT NULL
-      AND a.sse."end" IN ('error', 'eof')))
+    OR (a.kind = {sql(Kind.STREAM)} AND NOT a.shutdown AND a.sse IS NOT NULL
+      AND a.sse."end" IN {sql_in(StreamEnd.ERROR, StreamEnd.EOF)}))
 ), move AS (
   SELECT src, cl, seq, id, kind, method, requestHeaders, t0 FROM r
-  WHERE kind IN ('request', 'notification', 'response', 'stream')
-    OR (kind = 'session_end' AND len(requestHeaders) > 0)
+  WHERE kind IN {POSTS_AND_GETS}
+    OR (kind = {sql(Kind.SESSION_END)} AND len(requestHeaders) > 0)
 ), placed AS (
   -- Each incident just before the first move at or after its end (less 5 ms of clock
   -- rounding), its client's moves in (start, input order): the next move follows it.
@@ -66,20 +69,20 @@ incident AS (
   SELECT a.src, a.seq, arg_min(e.endReason, e.seq) AS left_how,
     arg_min(e.t1, e.seq) - a.te AS left_ms
   FROM incident a JOIN r e ON e.src = a.src AND e.session = a.session
-    AND e.kind = 'session_end' AND e.endReason IS NOT NULL AND e.t1 >= a.te
+    AND e.kind = {sql(Kind.SESSION_END)} AND e.endReason IS NOT NULL AND e.t1 >= a.te
   GROUP BY a.src, a.seq, a.te
 ), flight AS (
   SELECT a.src, a.seq, list(f.id ORDER BY f.id) AS ids
   FROM incident a JOIN r f ON f.src = a.src AND f.session = a.session
-    AND f.kind = 'request' AND f.t0 <= a.t1 AND f.t1 > a.t1
-  WHERE a.kind = 'stream'
+    AND f.kind = {sql(Kind.REQUEST)} AND f.t0 <= a.t1 AND f.t1 > a.t1
+  WHERE a.kind = {sql(Kind.STREAM)}
   GROUP BY a.src, a.seq
 ), cancels AS (
   SELECT a.src, a.seq, min(c.id) AS cancel_id, min(c.t0) - a.t0 AS cancel_ms
   FROM incident a JOIN r c ON c.src = a.src AND c.session = a.session
-    AND c.kind = 'notification' AND c.method = 'notifications/cancelled'
+    AND c.kind = {sql(Kind.NOTIFICATION)} AND c.method = 'notifications/cancelled'
     AND c.t0 >= a.t0 AND c.t0 <= a.t1 + 5
-  WHERE a.kind = 'request'
+  WHERE a.kind = {sql(Kind.REQUEST)}
   GROUP BY a.src, a.seq, a.t0
 )
 SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
@@ -131,8 +134,8 @@ class Aftermath:
         return self.gap_ms if self.next_id is not None else self.left_ms
 
     def incident(self) -> str:
-        if self.kind == "stream":
-            return "the stream was cut" if self.how == "error" else "the stream ended"
+        if self.kind == Kind.STREAM:
+            return "the stream was cut" if self.how == StreamEnd.ERROR else "the stream ended"
         return f"{self.outcome or 'the failure'}"
 
 
@@ -154,12 +157,12 @@ def phrase(a: Aftermath) -> str:
         parts.append(f"request {ids} still in flight when the stream was cut")
     after = f"after {a.incident()}"
     if a.next_id is not None and a.gap_ms is not None:
-        if a.next_kind == "notification" and a.next_method == "notifications/cancelled":
+        if a.next_kind == Kind.NOTIFICATION and a.next_method == "notifications/cancelled":
             move = f"notifications/cancelled #{a.next_id}"
-        elif a.next_kind == "stream":
+        elif a.next_kind == Kind.STREAM:
             lei = " with Last-Event-ID" if a.next_lei else ""
             move = f"a new GET stream #{a.next_id}{lei}"
-        elif a.next_kind == "session_end":
+        elif a.next_kind == Kind.SESSION_END:
             move = f"DELETE #{a.next_id}"
         else:
             move = f"{a.next_method or a.next_kind} #{a.next_id}"

@@ -1,10 +1,11 @@
 """Every figure the commands print, defined once as SQL over the `records` table.
 
 The queries are written in DuckDB's dialect (the default engine runs them as they are);
-`translate` hands them to sqlglot for Spark and the warehouses. Vocabularies (outcomes,
-layers, retry origins) and the latency buckets come from the record definition and
-`histogram`, never spelt twice. The Python around them only formats: a percentile comes
-back as its histogram bucket, and `histogram.value_of` turns it into milliseconds.
+`translate` hands them to sqlglot for Spark and the warehouses. Vocabularies (kinds,
+outcomes, layers, end reasons, notes) come from the record definition, spelt in SQL by
+`terms`, and the latency buckets from `histogram`: never spelt twice. The Python around
+them only formats: a percentile comes back as its histogram bucket, and
+`histogram.value_of` turns it into milliseconds.
 
 Filters choose the records that are counted (`matched`); the figures that follow links
 between records (a retry and the attempt it repeats) follow them through every record.
@@ -15,23 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+from mcp_layers_core.record import NOT_FAILED, SUCCESSFUL, EndReason, Kind, NoteCode, Outcome
+
 from .filters import Filters
 from .histogram import SCALE, ZERO
-from .schema import (
-    COMPLETED,
-    HTTP_NOT_FOUND,
-    INITIALIZE,
-    INPUT_REQUIRED,
-    INVALID_PARAMS,
-    JSONRPC_ERROR,
-    LAYERS,
-    NOT_FAILED,
-    NOT_FOUND,
-    OUTCOMES,
-    REQUEST,
-    SESSION_END,
-)
+from .schema import HTTP_NOT_FOUND, INITIALIZE, INVALID_PARAMS, LAYERS, OUTCOMES
 from .table import SEQUENCE, SOURCE, TABLE
+from .terms import has_note_starting, sql, sql_in
 
 #: What `--by` can group on, and the column each reads.
 DIMENSIONS: Final = {"client": "client", "version": "protocolVersion", "scenario": "scenario"}
@@ -133,7 +124,7 @@ def in_list(column: str, values: Iterable[str]) -> str:
 
 def not_failed(column: str = "outcome") -> str:
     """SQL: the outcome is one of those that are no failure (a null outcome failed)."""
-    return f"coalesce({in_list(column, NOT_FAILED)}, FALSE)"
+    return f"coalesce({column} IN {sql_in(*sorted(NOT_FAILED))}, FALSE)"
 
 
 def matched(filters: Filters) -> str:
@@ -234,7 +225,7 @@ def summary(by: Sequence[str], filters: Filters, top: int | None) -> str:
     {BUCKET} AS bucket,
     count(*) AS n
   FROM {TABLE}
-  WHERE kind = {literal(REQUEST)} AND {matched(filters)}
+  WHERE kind = {sql(Kind.REQUEST)} AND {matched(filters)}
   GROUP BY {by_n(by, 9)}
 ), parts AS (
   SELECT {g}, origin, b.breakdown, b.ord,
@@ -305,7 +296,7 @@ def retry_counts(by: Sequence[str], filters: Filters) -> str:
     return f"""WITH {_retry_base(by, filters)}
 SELECT {g},
   count(*) AS requests,
-  count(*) FILTER (WHERE outcome = {literal(INPUT_REQUIRED)}) AS input_required,
+  count(*) FILTER (WHERE outcome = {sql(Outcome.INPUT_REQUIRED)}) AS input_required,
   count(*) FILTER (WHERE retryOf IS NULL) AS logical,
   count(*) FILTER (WHERE retryOf IS NOT NULL) AS retries,
   count(*) FILTER (WHERE attempt = 2) AS second_attempts,
@@ -315,7 +306,7 @@ SELECT {g},
   count(*) FILTER (WHERE retryAfterHonored IS FALSE) AS not_honoured,
   count(*) FILTER (WHERE retryOf IS NOT NULL AND unsafeRetry IS TRUE) AS unsafe
 FROM r
-WHERE kind = {literal(REQUEST)} AND matched
+WHERE kind = {sql(Kind.REQUEST)} AND matched
 GROUP BY {by_n(by, 0)}
 ORDER BY {group_order(by)}"""
 
@@ -326,7 +317,7 @@ def retry_failed(by: Sequence[str], filters: Filters) -> str:
     return f"""WITH {_retry_base(by, filters)}
 SELECT {g}, outcome, count(*) AS n
 FROM r
-WHERE kind = {literal(REQUEST)} AND matched AND NOT {not_failed()} AND NOT probe
+WHERE kind = {sql(Kind.REQUEST)} AND matched AND NOT {not_failed()} AND NOT probe
 GROUP BY {by_n(by, 1)}
 ORDER BY {group_order(by)}, outcome"""
 
@@ -337,7 +328,7 @@ def retry_origins(by: Sequence[str], filters: Filters) -> str:
     return f"""WITH {_retry_base(by, filters)}
 SELECT {g}, coalesce(retryOrigin, '(none)') AS origin, count(*) AS n
 FROM r
-WHERE kind = {literal(REQUEST)} AND matched AND retryOf IS NOT NULL
+WHERE kind = {sql(Kind.REQUEST)} AND matched AND retryOf IS NOT NULL
 GROUP BY {by_n(by, 1)}
 ORDER BY {group_order(by)}, origin"""
 
@@ -354,7 +345,7 @@ def retry_delays(by: Sequence[str], filters: Filters) -> str:
     return f"""WITH {_retry_base(by, filters)}, hist AS (
   SELECT {g}, {bucket} AS bucket, count(*) AS n
   FROM r
-  WHERE kind = {literal(REQUEST)} AND matched AND retryOf IS NOT NULL
+  WHERE kind = {sql(Kind.REQUEST)} AND matched AND retryOf IS NOT NULL
     AND retryDelayMs IS NOT NULL
   GROUP BY {by_n(by, 1)}
 ), cum AS (
@@ -378,20 +369,20 @@ def _links(by: Sequence[str], filters: Filters) -> str:
     ng = ", ".join(f"n.{x} AS n{x}" for x in gs)
     return f"""{_retry_base(by, filters)}, candidates AS (
   SELECT * FROM r
-  WHERE kind = {literal(REQUEST)} AND outcome IS NOT NULL
-    AND NOT {in_list("outcome", COMPLETED)} AND id IS NOT NULL
+  WHERE kind = {sql(Kind.REQUEST)} AND outcome IS NOT NULL
+    AND outcome NOT IN {sql_in(*sorted(SUCCESSFUL))} AND id IS NOT NULL
     -- a negotiation probe's refusal is no failure: nothing can retry it, unless the
     -- probe is linked some other way (an input-required turn, a 404, a link of its own)
-    AND (NOT probe OR outcome = {literal(INPUT_REQUIRED)}
+    AND (NOT probe OR outcome = {sql(Outcome.INPUT_REQUIRED)}
       OR coalesce(status = {HTTP_NOT_FOUND}, FALSE) OR retryOf IS NOT NULL
       OR continues IS NOT NULL
       OR (method = {literal(INITIALIZE)} AND previousSession IS NOT NULL))
 ), namers AS (
   SELECT *, retryOf AS target, 0 AS how FROM r
-  WHERE kind = {literal(REQUEST)} AND retryOf IS NOT NULL
+  WHERE kind = {sql(Kind.REQUEST)} AND retryOf IS NOT NULL
   UNION ALL
   SELECT *, continues AS target, 1 AS how FROM r
-  WHERE kind = {literal(REQUEST)} AND continues IS NOT NULL
+  WHERE kind = {sql(Kind.REQUEST)} AND continues IS NOT NULL
 ), latest AS (
   SELECT n.seq AS nseq, n.how, n.matched AS nmatched, n.outcome AS noutcome, {ng},
     c.seq AS cseq, c.matched AS cmatched, c.outcome AS coutcome, c.code AS ccode, {cg},
@@ -431,7 +422,7 @@ def retry_links(by: Sequence[str], filters: Filters) -> str:
   -- input-required result if it has one, else the retry
   SELECT nseq AS rec, cseq AS prev, how = 1 AS cont FROM (
     SELECT *, row_number() OVER (PARTITION BY nseq ORDER BY how DESC) AS pick
-    FROM links WHERE how = 0 OR coutcome = {literal(INPUT_REQUIRED)}
+    FROM links WHERE how = 0 OR coutcome = {sql(Outcome.INPUT_REQUIRED)}
   ) WHERE pick = 1
 ), walk AS (
   SELECT rec, prev AS at, CASE WHEN cont THEN prev END AS root FROM carry
@@ -444,33 +435,34 @@ def retry_links(by: Sequence[str], filters: Filters) -> str:
   WHERE c.rec IS NULL AND w.root IS NOT NULL
 ), continued AS (
   SELECT l.nseq, l.cmatched, ch.root FROM links l JOIN chains ch ON ch.rec = l.nseq
-  WHERE l.how = 1 AND l.coutcome = {literal(INPUT_REQUIRED)}
+  WHERE l.how = 1 AND l.coutcome = {sql(Outcome.INPUT_REQUIRED)}
 ), completed AS (
   SELECT {rg}, count(*) AS n FROM continued k
   JOIN r root ON root.seq = k.root
   WHERE k.cmatched AND EXISTS (
     SELECT 1 FROM chains s JOIN r x ON x.seq = s.rec
-    WHERE s.root = k.root AND s.rec >= k.nseq AND {in_list("x.outcome", COMPLETED)})
+    WHERE s.root = k.root AND s.rec >= k.nseq AND x.outcome IN {sql_in(*sorted(SUCCESSFUL))})
   GROUP BY {by_n(by, 0)}
 ), ends AS (
   SELECT * FROM (
     SELECT *, row_number() OVER (PARTITION BY session ORDER BY seq) AS first FROM r
     WHERE session IS NOT NULL AND (
-      (kind = {literal(REQUEST)} AND coalesce(status = {HTTP_NOT_FOUND}, FALSE))
-      OR (kind = {literal(SESSION_END)} AND coalesce(endReason = {literal(NOT_FOUND)}, FALSE)))
+      (kind = {sql(Kind.REQUEST)} AND coalesce(status = {HTTP_NOT_FOUND}, FALSE))
+      OR (kind = {sql(Kind.SESSION_END)}
+        AND coalesce(endReason = {sql(EndReason.NOT_FOUND)}, FALSE)))
   ) WHERE first = 1
 ), figures AS (
   SELECT {ng}, 1 AS futile, 0 AS ended, 0 AS reinit, 0 AS continued, 0 AS completed
   FROM links
-  WHERE how = 0 AND nmatched AND coutcome = {literal(JSONRPC_ERROR)}
+  WHERE how = 0 AND nmatched AND coutcome = {sql(Outcome.JSONRPC_ERROR)}
     AND coalesce(ccode = {INVALID_PARAMS}, FALSE)
   UNION ALL
   SELECT {cg}, 0, 0, 0, 1, 0 FROM links
-  WHERE how = 1 AND cmatched AND coutcome = {literal(INPUT_REQUIRED)}
+  WHERE how = 1 AND cmatched AND coutcome = {sql(Outcome.INPUT_REQUIRED)}
   UNION ALL
   SELECT {eg}, 0, 1,
     CASE WHEN EXISTS (
-      SELECT 1 FROM r x WHERE x.kind = {literal(REQUEST)} AND x.method = {literal(INITIALIZE)}
+      SELECT 1 FROM r x WHERE x.kind = {sql(Kind.REQUEST)} AND x.method = {literal(INITIALIZE)}
         AND x.previousSession = e.session AND x.seq >= e.seq) THEN 1 ELSE 0 END,
     0, 0
   FROM ends e WHERE e.matched
@@ -489,10 +481,8 @@ ORDER BY {group_order(by)}"""
 
 def sessions(filters: Filters) -> str:
     """One row per input and session, in the order sessions first appear in each input."""
-    # Any note starting `not_ended` (a separator no note holds marks where each starts).
-    refused = (
-        "concat(chr(1), array_to_string(notes, chr(1))) LIKE concat('%', chr(1), 'not_ended%')"
-    )
+    # A DELETE the server refused (`not_ended:<status>`) ended nothing.
+    refused = has_note_starting(NoteCode.NOT_ENDED)
     return f"""WITH m AS (
   SELECT * FROM {TABLE} WHERE session IS NOT NULL AND {matched(filters)}
 ), stats AS (
@@ -505,13 +495,13 @@ def sessions(filters: Filters) -> str:
     arg_min(scenario, {SEQUENCE}) FILTER (WHERE scenario IS NOT NULL AND scenario <> '')
       AS scenario,
     greatest(coalesce(max(postCount), 0), 0) AS posts,
-    count(*) FILTER (WHERE kind = {literal(REQUEST)}) AS requests,
-    count(*) FILTER (WHERE kind = {literal(REQUEST)} AND NOT {not_failed()}
+    count(*) FILTER (WHERE kind = {sql(Kind.REQUEST)}) AS requests,
+    count(*) FILTER (WHERE kind = {sql(Kind.REQUEST)} AND NOT {not_failed()}
       AND NOT {is_probe()}) AS failed,
-    count(*) FILTER (WHERE kind = {literal(REQUEST)} AND retryOf IS NOT NULL) AS retries,
-    arg_min(endReason, {SEQUENCE}) FILTER (WHERE kind = {literal(SESSION_END)}
+    count(*) FILTER (WHERE kind = {sql(Kind.REQUEST)} AND retryOf IS NOT NULL) AS retries,
+    arg_min(endReason, {SEQUENCE}) FILTER (WHERE kind = {sql(Kind.SESSION_END)}
       AND endReason IS NOT NULL AND NOT coalesce({refused}, FALSE)) AS ended,
-    count(*) FILTER (WHERE kind = {literal(REQUEST)}
+    count(*) FILTER (WHERE kind = {sql(Kind.REQUEST)}
       AND coalesce({LAST_STATUS} = {HTTP_NOT_FOUND}, FALSE)) > 0 AS got_404
   FROM m
   GROUP BY 1, 2

@@ -26,12 +26,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from mcp_layers_core.record import RETRY_ORIGINS
+
 from . import forensics, queries
 from .filters import Filters
 from .histogram import value_of
 from .load import Engine
 from .render import Cell, Millis, Ratio
-from .schema import RETRY_ORIGINS, outcome_rank
+from .schema import outcome_rank
 from .summary import label
 
 HEADERS_TAIL: Final = ("figure", "value", "of", "share")

@@ -3,8 +3,9 @@
 The record is defined once, in the core (`mcp_layers_core.record`): field order, types and
 vocabularies come from there. This module spells their types in the small language the line
 checker is built from (orjson plus a checker, `records.py`; the engine's column types come
-from the same definition, `table.py`), so the two accept and reject the same lines, and
-gives the commands the vocabularies as plain strings.
+from the same definition, `table.py`), so the two accept and reject the same lines.
+The vocabularies are the record's own enums, imported where they are compared; the SQL
+spells them through `terms`.
 """
 
 from __future__ import annotations
@@ -69,40 +70,19 @@ FIELDS: Final[dict[str, DecoderType]] = {
     if f.name != "v" and (d := _field_type(f.name, f.type)) is not None
 }
 
-# Record kinds.
-REQUEST: Final = record.Kind.REQUEST.value
-NOTIFICATION: Final = record.Kind.NOTIFICATION.value
-RESPONSE: Final = record.Kind.RESPONSE.value
-SESSION_END: Final = record.Kind.SESSION_END.value
-STREAM: Final = record.Kind.STREAM.value
-KINDS: Final = tuple(k.value for k in record.Kind)
-
 #: Layers in the order a table lists them (outer to inner, then the proxy's own).
-LAYERS: Final = tuple(layer.value for layer in record.Layer)
+LAYERS: Final = tuple(record.Layer)
 
 #: Outcomes in the order the record format decides them.
-OUTCOMES: Final = tuple(o.value for o in record.Outcome)
-
-#: A call whose outcome is none of these failed. INPUT_REQUIRED is a turn, not a failure.
-NOT_FAILED: Final = frozenset(o.value for o in record.NOT_FAILED)
-
-#: Outcomes that end an input-required chain well.
-COMPLETED: Final = frozenset(o.value for o in record.SUCCESSFUL)
+OUTCOMES: Final = tuple(record.Outcome)
 
 INITIALIZE: Final = "initialize"
-INPUT_REQUIRED: Final = record.Outcome.INPUT_REQUIRED.value
-JSONRPC_ERROR: Final = record.Outcome.JSONRPC_ERROR.value
 
 #: JSON-RPC "invalid params": repeating the same params cannot succeed.
 INVALID_PARAMS: Final = -32602
 
-#: How a retry was made (`retryOrigin`), in the order tables list them.
-RETRY_ORIGINS: Final = tuple(o.value for o in record.RETRY_ORIGINS)
-
-#: `endReason` of a session the server answered 404 (it forgot the session).
-NOT_FOUND: Final = record.EndReason.NOT_FOUND.value
-
-#: A request record's last HTTP status that means the same.
+#: A request record's last HTTP status that means the session was lost (`endReason`
+#: `not_found` says the same of a `session_end`).
 HTTP_NOT_FOUND: Final = 404
 
 

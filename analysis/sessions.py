@@ -12,12 +12,13 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, Final
 
+from mcp_layers_core.record import Kind, StreamEnd
+
 from . import forensics, queries, verdicts
 from .filters import Filters
 from .limits import MAX_SHOWN_RECORDS
 from .load import Engine
 from .render import Cell, Millis, Seconds
-from .schema import REQUEST, RESPONSE, SESSION_END, STREAM
 
 SESSION_HEADERS: Final = (
     "session",
@@ -138,11 +139,11 @@ def timeline_cells(r: Any) -> list[Cell]:
     """A record as a timeline row (everything but the time offset)."""
     kind = r.kind
     call: str | None
-    if kind == RESPONSE:
+    if kind == Kind.RESPONSE:
         call = f"answer to {r.serverMethod or r.method or '?'}"
-    elif kind == SESSION_END:
+    elif kind == Kind.SESSION_END:
         call = "end of session"
-    elif kind == STREAM:
+    elif kind == Kind.STREAM:
         call = "GET stream"
     else:
         call = " ".join(x for x in (r.method, r.tool) if x) or None
@@ -153,7 +154,7 @@ def timeline_cells(r: Any) -> list[Cell]:
     elif r.continues is not None:
         retry = f"continues #{r.continues}"
     detail = []
-    if kind == REQUEST and r.probe:
+    if kind == Kind.REQUEST and r.probe:
         detail.append("negotiation probe (not a failure)")
     if r.previousSession is not None:
         detail.append(f"replaces {r.previousSession}")
@@ -161,7 +162,7 @@ def timeline_cells(r: Any) -> list[Cell]:
         detail.append(f"ended: {r.endReason}")
     if r.is_injected:
         detail.append(f"injected: {r.injected_rule or '?'} {r.injected_action or ''}".rstrip())
-    if r.has_sse and r.sse_end not in (None, "complete"):
+    if r.has_sse and r.sse_end not in (None, StreamEnd.COMPLETE):
         detail.append(f"stream ended: {r.sse_end}")
     if r.has_sse and r.sse_resumed:
         detail.append("answer resumed on a GET stream")

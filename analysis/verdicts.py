@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from mcp_layers_core.record import STAND_IN_PREFIX
+from mcp_layers_core.record import EndReason, Kind, NoteCode, Outcome, RetryOrigin, StreamEnd
 
 from . import forensics, queries
 from .filters import Filters
 from .load import Engine
 from .table import SEQUENCE, SOURCE, TABLE
+from .terms import POSTS, POSTS_AND_GETS, has_note, issued_session, sql, sql_in
 
 
 class Verdict(StrEnum):
@@ -227,11 +228,10 @@ MODEL_REPEAT: Final = (
     "a re-call of a tool may be the model's decision; model turns are not on this recording"
 )
 
-#: SQL over `r`: the record's session is one the server issued. Where a server issues
-#: none, the addon stands the client in with a `c-` pseudonym (record.py, `session`; the
-#: OTel export reads it the same way); under `mcp_raw_session_ids` a server's own id is
-#: kept as is, so the test is the stand-in's prefix, not the hash's `s-`.
-ISSUED: Final = f"(session IS NOT NULL AND NOT starts_with(session, '{STAND_IN_PREFIX}'))"
+#: SQL over `r`: the record's session is one the server issued, not the client's stand-in
+#: (`record.is_issued_session`, the OTel export's test too; exact under
+#: `mcp_raw_session_ids` as well).
+ISSUED: Final = issued_session()
 
 
 def base(filters: Filters) -> str:
@@ -255,14 +255,15 @@ def base(filters: Filters) -> str:
     max(epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT))
       OVER (PARTITION BY {SOURCE}) AS tend,
     httpStatuses[len(httpStatuses)] AS status,
-    coalesce(list_contains(notes, 'proxy_shutdown'), FALSE) AS shutdown,
+    {has_note(NoteCode.PROXY_SHUTDOWN)} AS shutdown,
     -- a POST's stream that ended before its record did (the request waited on for a
     -- resumption): not cut by the proxy stopping, even when the record says it stopped
     coalesce(streamClosedMs < durationMs, FALSE) AS closed_early,
     -- a message the client sent: a POST, a GET, a DELETE (a session end with the
     -- request's headers; the proxy's own ends have none)
-    (kind IN ('request', 'notification', 'response', 'stream')
-      OR (kind = 'session_end' AND (endReason IS NULL OR endReason = 'delete'))) AS sent,
+    (kind IN {POSTS_AND_GETS}
+      OR (kind = {sql(Kind.SESSION_END)}
+        AND (endReason IS NULL OR endReason = {sql(EndReason.DELETE)}))) AS sent,
     {queries.matched(filters)} AS m
   FROM {TABLE}
 )"""
@@ -281,13 +282,15 @@ def _ms(expr: str) -> str:
 # A stream the client lost before its answer: a POST's SSE answer without its final
 # response, or a GET stream, that carried event ids; ended by the server or the network,
 # not by the proxy stopping.
-_CUT = """(c.eventIds AND (NOT c.shutdown OR c.closed_early) AND c.sse IS NOT NULL
-   AND ((c.kind = 'request' AND (NOT c.sse.final OR c.sse.resumed)) OR c.kind = 'stream'))"""
+_CUT = f"""(c.eventIds AND (NOT c.shutdown OR c.closed_early) AND c.sse IS NOT NULL
+   AND ((c.kind = {sql(Kind.REQUEST)} AND (NOT c.sse.final OR c.sse.resumed))
+     OR c.kind = {sql(Kind.STREAM)}))"""
 
 # The first GET stream of the same recording and session opened after the cut stream
 # ended.
-_NEXT_GET = """(SELECT g.id, g.ts, g.t0, g.requestHeaders FROM r g
-   WHERE g.src = c.src AND g.session = c.session AND g.kind = 'stream' AND g.t0 >= c.tcut - 5
+_NEXT_GET = f"""(SELECT g.id, g.ts, g.t0, g.requestHeaders FROM r g
+   WHERE g.src = c.src AND g.session = c.session AND g.kind = {sql(Kind.STREAM)}
+     AND g.t0 >= c.tcut - 5
      AND g.seq <> c.seq
    ORDER BY g.t0, g.seq LIMIT 1)"""
 
@@ -296,7 +299,7 @@ _NEXT_GET = """(SELECT g.id, g.ts, g.t0, g.requestHeaders FROM r g
 # where the recording has no link (older recordings), one by a client of the same name on
 # the same server; either way within SESSION_LINK_MS of the 404, in the same recording.
 _REINIT = f"""(SELECT i.id, i.ts, i.t0, i.requestHeaders, i.session, i.outcome FROM r i
-   WHERE i.src = l.src AND i.kind = 'request' AND i.method = 'initialize'
+   WHERE i.src = l.src AND i.kind = {sql(Kind.REQUEST)} AND i.method = 'initialize'
      AND i.t0 >= l.t0 - 5 AND i.t0 <= l.t0 + {SESSION_LINK_MS}
      AND (i.previousSession = l.session
           OR (i.previousSession IS NULL AND i.cl = l.cl AND i.server = l.server
@@ -311,22 +314,22 @@ _MOVE_AFTER_404 = f"""(SELECT n.id, n.ts, n.t0, n.kind, n.method, n.session FROM
      AND n.ua IS NOT DISTINCT FROM l.ua AND (n.session = l.session OR NOT n.issued)
      AND n.t0 >= l.t0 AND n.t0 <= l.t0 + {SESSION_LINK_MS} AND n.seq <> l.seq
      -- not the request the 404 answered (it may start in the same millisecond)
-     AND NOT (n.session = l.session AND coalesce(list_contains(n.notes, 'session_lost'), FALSE))
+     AND NOT (n.session = l.session AND {has_note(NoteCode.SESSION_LOST, "n.notes")})
    ORDER BY n.t0, n.seq LIMIT 1)"""
 
 # What the 404 answered (the message noted `session_lost`), so the evidence says it: a
 # resumption GET refused with 404 loses the session as any other request's 404 does.
-_ANSWERED_404 = """(SELECT CASE WHEN a.kind = 'stream' THEN
+_ANSWERED_404 = f"""(SELECT CASE WHEN a.kind = {sql(Kind.STREAM)} THEN
        CASE WHEN list_contains(a.requestHeaders, 'last-event-id')
          THEN 'a GET with Last-Event-ID #' ELSE 'a GET #' END
      ELSE coalesce(a.method, a.kind) || ' #' END || a.id AS what FROM r a
    WHERE a.src = l.src AND a.session = l.session
-     AND coalesce(list_contains(a.notes, 'session_lost'), FALSE)
+     AND {has_note(NoteCode.SESSION_LOST, "a.notes")}
    ORDER BY abs(a.t0 - l.t0), a.seq LIMIT 1)"""
 
 # A later `initialize` the addon linked to the lost session, past the window.
 _LATE_REINIT = f"""(SELECT i.id, i.t0 FROM r i
-   WHERE i.src = l.src AND i.kind = 'request' AND i.method = 'initialize'
+   WHERE i.src = l.src AND i.kind = {sql(Kind.REQUEST)} AND i.method = 'initialize'
      AND i.previousSession = l.session AND i.t0 > l.t0 + {SESSION_LINK_MS}
    ORDER BY i.t0 LIMIT 1)"""
 
@@ -351,8 +354,8 @@ SELECT l.src, l.cl AS client,
            WHEN list_contains(i.requestHeaders, 'mcp-session-id')
              THEN ' still carried a session id' ELSE ' without a session id' END
     WHEN n.id IS NOT NULL THEN 'no initialize; the client went on with '
-      || coalesce(n.method, CASE n.kind WHEN 'stream' THEN 'GET' WHEN 'session_end'
-         THEN 'DELETE' ELSE n.kind END) || ' ' || {_at("n")}
+      || coalesce(n.method, CASE n.kind WHEN {sql(Kind.STREAM)} THEN 'GET'
+         WHEN {sql(Kind.SESSION_END)} THEN 'DELETE' ELSE n.kind END) || ' ' || {_at("n")}
       || ' (session ' || coalesce(n.session, '?') || ')'
     WHEN z.id IS NOT NULL THEN 'initialize #' || z.id || ' came ' || {_ms("z.t0 - l.t0")}
       || ' later, past the ' || {SESSION_LINK_MS // 1000} || ' s window: a lazy '
@@ -366,7 +369,7 @@ LEFT JOIN LATERAL {_REINIT} i ON TRUE
 LEFT JOIN LATERAL {_MOVE_AFTER_404} n ON TRUE
 LEFT JOIN LATERAL {_LATE_REINIT} z ON TRUE
 LEFT JOIN LATERAL {_ANSWERED_404} w ON TRUE
-WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found'"""
+WHERE l.m AND l.kind = {sql(Kind.SESSION_END)} AND l.endReason = {sql(EndReason.NOT_FOUND)}"""
 
 
 def _continues_sql() -> str:
@@ -388,9 +391,10 @@ JOIN LATERAL {_REINIT} i ON TRUE
 LEFT JOIN LATERAL (
   SELECT n.id, n.ts, n.method FROM r n
   WHERE n.src = l.src AND n.session = i.session AND n.t0 >= i.t0 AND n.id <> i.id
-    AND n.kind = 'request' AND n.method <> 'initialize'
+    AND n.kind = {sql(Kind.REQUEST)} AND n.method <> 'initialize'
   ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
-WHERE l.m AND l.kind = 'session_end' AND l.endReason = 'not_found' AND i.outcome = 'SUCCESS'"""
+WHERE l.m AND l.kind = {sql(Kind.SESSION_END)} AND l.endReason = {sql(EndReason.NOT_FOUND)}
+  AND i.outcome = {sql(Outcome.SUCCESS)}"""
 
 
 def _graceful_sql(cut_next: str) -> str:
@@ -411,8 +415,8 @@ SELECT src, client,
     WHEN tend >= t1 + {wait} THEN 'no GET followed'
     ELSE 'the recording ends ' || (tend - t1) || ' ms after, before a GET was due' END
     AS evidence
-FROM ({cut_next}) WHERE m AND kind = 'request' AND (NOT final OR resumed)
-  AND how IN ('complete', 'eof')"""
+FROM ({cut_next}) WHERE m AND kind = {sql(Kind.REQUEST)} AND (NOT final OR resumed)
+  AND how IN {sql_in(StreamEnd.COMPLETE, StreamEnd.EOF)}"""
 
 
 def _reconnect_after_cut_sql() -> str:
@@ -433,19 +437,20 @@ SELECT c.src, c.cl AS client,
 FROM r c LEFT JOIN LATERAL {_NEXT_GET} n ON TRUE
 LEFT JOIN LATERAL (
   SELECT a.id FROM r a
-  WHERE a.src = c.src AND a.session = c.session AND a.sent AND a.kind <> 'stream'
+  WHERE a.src = c.src AND a.session = c.session AND a.sent AND a.kind <> {sql(Kind.STREAM)}
     AND a.t0 > c.tcut
   ORDER BY a.t0, a.seq LIMIT 1) a ON TRUE
-WHERE c.m AND c.kind = 'stream' AND c.status BETWEEN 200 AND 299 AND NOT c.shutdown
+WHERE c.m AND c.kind = {sql(Kind.STREAM)} AND c.status BETWEEN 200 AND 299 AND NOT c.shutdown
   -- the sentence is 2025-11-25's; 2026-07-28 has no standby GET stream to reopen
   AND c.sse IS NOT NULL AND coalesce(c.pv, '') >= '2025-11-25'
   AND c.pv < '2026-07-28'
   -- Ended by the far side. A GET that ended `error` unmarked may be the client's own
   -- hang-up: the recording cannot tell, so it is not judged.
-  AND (c.sse."end" IN ('eof', 'complete') OR coalesce(c.injected.action, '') = 'idle_cut')
+  AND (c.sse."end" IN {sql_in(StreamEnd.EOF, StreamEnd.COMPLETE)}
+    OR coalesce(c.injected.action, '') = 'idle_cut')
   AND NOT EXISTS (
     SELECT 1 FROM r e WHERE e.src = c.src AND e.session = c.session
-      AND e.kind = 'session_end' AND e.t0 <= c.tcut
+      AND e.kind = {sql(Kind.SESSION_END)} AND e.t0 <= c.tcut
         + greatest({RECONNECT_GRACE_MS}, coalesce(c.retryMs, 0) * {VERY_LATE_FACTOR}))"""
 
 
@@ -455,7 +460,8 @@ def _retry_after_sql() -> str:
     the model does not choose."""
     model = ", ".join(f"'{m}'" for m in MODEL_METHODS)
     by_model = (
-        f"(coalesce(r.retryOrigin, 'none') <> 'resend' AND coalesce(r.method, '') IN ({model}))"
+        f"(coalesce(r.retryOrigin, {sql(RetryOrigin.NONE)}) <> {sql(RetryOrigin.RESEND)} "
+        f"AND coalesce(r.method, '') IN ({model}))"
     )
     return f"""
 SELECT r.src, r.cl AS client,
@@ -478,24 +484,24 @@ SELECT g.src, g.cl AS client,
   'GET ' || {_at("g")} || ' answered 405; ' || CASE
     WHEN n.id IS NOT NULL THEN 'then ' || coalesce(n.method, n.kind) || ' ' || {_at("n")}
     WHEN q.id IS NOT NULL THEN 'then it gave the session up: '
-      || CASE WHEN q.kind = 'session_end' THEN 'DELETE' ELSE 'initialize' END || ' '
+      || CASE WHEN q.kind = {sql(Kind.SESSION_END)} THEN 'DELETE' ELSE 'initialize' END || ' '
       || {_at("q")}
     ELSE 'no POST followed, and the client did not give the session up: it may have had '
       || 'nothing more to ask' END AS evidence
 FROM r g LEFT JOIN LATERAL (
   SELECT n.id, n.ts, n.method, n.kind FROM r n
   WHERE n.src = g.src AND n.session = g.session AND n.t0 >= g.t0 AND n.seq <> g.seq
-    AND n.kind = 'request'
+    AND n.kind = {sql(Kind.REQUEST)}
   ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
 LEFT JOIN LATERAL (
   SELECT q.id, q.ts, q.kind FROM r q
   WHERE q.src = g.src AND q.cl = g.cl AND q.server = g.server AND q.t0 >= g.t0
     AND q.ua IS NOT DISTINCT FROM g.ua
     AND q.t0 <= g.t0 + {SESSION_LINK_MS}
-    AND ((q.kind = 'session_end' AND q.session = g.session AND q.sent)
-         OR (q.kind = 'request' AND q.method = 'initialize'))
+    AND ((q.kind = {sql(Kind.SESSION_END)} AND q.session = g.session AND q.sent)
+         OR (q.kind = {sql(Kind.REQUEST)} AND q.method = 'initialize'))
   ORDER BY q.t0, q.seq LIMIT 1) q ON TRUE
-WHERE g.m AND g.kind = 'stream' AND g.status = 405"""
+WHERE g.m AND g.kind = {sql(Kind.STREAM)} AND g.status = 405"""
 
 
 def _initialized_sql() -> str:
@@ -512,15 +518,15 @@ SELECT i.src, i.cl AS client,
 FROM r i LEFT JOIN LATERAL (
   SELECT n.id, n.ts FROM r n
   WHERE n.src = i.src AND n.session = i.session AND n.t0 >= i.t0 AND n.seq <> i.seq
-    AND n.kind = 'notification' AND n.method = 'notifications/initialized'
+    AND n.kind = {sql(Kind.NOTIFICATION)} AND n.method = 'notifications/initialized'
   ORDER BY n.t0, n.seq LIMIT 1) n ON TRUE
 LEFT JOIN LATERAL (
   SELECT o.id, o.ts, o.method, o.kind FROM r o
   WHERE o.src = i.src AND o.session = i.session AND o.t0 >= i.t1 - 5 AND o.sent
     AND o.seq <> i.seq AND coalesce(o.method, '') <> 'notifications/initialized'
   ORDER BY o.t0, o.seq LIMIT 1) o ON TRUE
-WHERE i.m AND i.kind = 'request' AND i.method = 'initialize' AND i.outcome = 'SUCCESS'
-  AND coalesce(i.pv, '') NOT LIKE '2026%'"""
+WHERE i.m AND i.kind = {sql(Kind.REQUEST)} AND i.method = 'initialize'
+  AND i.outcome = {sql(Outcome.SUCCESS)} AND coalesce(i.pv, '') NOT LIKE '2026%'"""
 
 
 def _delete_sql() -> str:
@@ -533,7 +539,7 @@ def _delete_sql() -> str:
     ended (idle, evicted, its own shutdown) proves neither; one the server ended (404)
     needs no DELETE. Linear: the later session is found by a window over the client's
     sessions (the last one it opened), not by a join per session."""
-    return """
+    return f"""
 SELECT src, cl AS client,
   CASE WHEN delete_id IS NOT NULL THEN TRUE
        WHEN hung_up OR later_t0 > last_t1 THEN FALSE END AS ok,
@@ -559,14 +565,16 @@ FROM (
       min(t0) FILTER (WHERE sent) AS start_t0,
       arg_min(id, t0) FILTER (WHERE sent) AS first_sent_id,
       arg_min(ts, t0) FILTER (WHERE sent) AS first_sent_ts,
-      min(id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_id,
-      arg_min(status, id) FILTER (WHERE kind = 'session_end' AND sent) AS delete_status,
-      bool_or(kind = 'session_end' AND endReason = 'not_found') AS lost,
+      min(id) FILTER (WHERE kind = {sql(Kind.SESSION_END)} AND sent) AS delete_id,
+      arg_min(status, id) FILTER (WHERE kind = {sql(Kind.SESSION_END)} AND sent)
+        AS delete_status,
+      bool_or(kind = {sql(Kind.SESSION_END)} AND endReason = {sql(EndReason.NOT_FOUND)})
+        AS lost,
       arg_max(endReason, seq) FILTER (WHERE endReason IS NOT NULL) AS end_reason,
       max(t1) FILTER (WHERE sent) AS last_t1,
       arg_max(id, t1) FILTER (WHERE sent) AS last_id,
       arg_max(sse."end", t1) FILTER (WHERE sent) AS last_end,
-      coalesce(arg_max(sse."end" = 'error' AND NOT shutdown
+      coalesce(arg_max(sse."end" = {sql(StreamEnd.ERROR)} AND NOT shutdown
           AND injected IS NULL, t1) FILTER (WHERE sent), FALSE) AS hung_up
     FROM r WHERE issued
     GROUP BY src, session)
@@ -739,8 +747,8 @@ SELECT src, cl AS client, list_contains(requestHeaders, 'mcp-protocol-version') 
 FROM r
 WHERE m AND requestHeaders IS NOT NULL AND pv >= '2025-06-18'
   AND coalesce(method, '') <> 'initialize'
-  AND (kind IN ('request', 'notification', 'response', 'stream')
-       OR (kind = 'session_end' AND len(requestHeaders) > 0))""",
+  AND (kind IN {POSTS_AND_GETS}
+       OR (kind = {sql(Kind.SESSION_END)} AND len(requestHeaders) > 0))""",
             url=_spec("2025-06-18", "transports", "protocol-version-header"),
             quote=VERSION_HEADER,
             evidence=(
@@ -763,7 +771,7 @@ SELECT src, cl AS client,
     AS evidence
 FROM r
 WHERE m AND requestHeaders IS NOT NULL AND pv >= '2025-03-26'
-  AND kind IN ('request', 'notification', 'response')""",
+  AND kind IN {POSTS}""",
             url=_spec("2025-03-26", "transports", "sending-messages-to-the-server"),
             quote=ACCEPT_POST,
             evidence="each POST whose `requestHeaders` were recorded, and its `accept`",
@@ -779,7 +787,8 @@ SELECT src, cl AS client, list_contains(accept, 'text/event-stream') AS ok, id, 
   'GET ' || {_at("r")} || ' Accept: ' ||
     CASE WHEN len(accept) = 0 THEN '(none)' ELSE array_to_string(accept, ', ') END
     AS evidence
-FROM r WHERE m AND kind = 'stream' AND requestHeaders IS NOT NULL AND pv >= '2025-03-26'""",
+FROM r
+WHERE m AND kind = {sql(Kind.STREAM)} AND requestHeaders IS NOT NULL AND pv >= '2025-03-26'""",
             url=_spec("2025-03-26", "transports", "listening-for-messages-from-the-server"),
             quote=ACCEPT_GET,
             evidence="each GET whose `requestHeaders` were recorded, and its `accept`",
@@ -815,7 +824,7 @@ FROM r WHERE m AND kind = 'stream' AND requestHeaders IS NOT NULL AND pv >= '202
             "Basic: Requests",
             Level.MUST,
             "a request id is not reused within a session (a resend of the same request aside)",
-            """
+            f"""
 SELECT src, any_value(cl) AS client, max(n) = 1 AS ok, min(first_id) AS id, min(first_ts) AS ts,
   'session ' || session || CASE WHEN max(n) = 1 THEN ': ' || sum(n) || ' ids, all distinct'
     ELSE ': id ' || arg_max(rid, n) || ' used by ' || arg_max(ids, n) END AS evidence
@@ -824,8 +833,8 @@ FROM (
     count(*) AS n, min(id) AS first_id, min(ts) AS first_ts,
     string_agg('#' || id, ', ' ORDER BY seq) AS ids
   FROM r
-  WHERE m AND kind = 'request' AND issued AND jsonrpc IS NOT NULL
-    AND coalesce(retryOrigin, 'none') <> 'resend'
+  WHERE m AND kind = {sql(Kind.REQUEST)} AND issued AND jsonrpc IS NOT NULL
+    AND coalesce(retryOrigin, {sql(RetryOrigin.NONE)}) <> {sql(RetryOrigin.RESEND)}
   GROUP BY src, session, CAST(jsonrpc.id AS VARCHAR))
 GROUP BY src, session""",
             url=_spec("2024-11-05", "messages", "requests"),

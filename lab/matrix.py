@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from mcp_layers_core.record import RETRY_ORIGINS, SUCCESSFUL, RetryOrigin
+from mcp_layers_core.record import RETRY_ORIGINS, SUCCESSFUL, Kind, NoteCode, RetryOrigin
 
 from . import clients as clients_mod
 from . import presets
@@ -221,7 +221,7 @@ def build_cell(run: RunResult) -> Cell:
     fault = presets.fault(run.fault)
     records = read_records(run_dir)
     model_log = read_log(run_dir / MODEL_LOG)
-    requests = [r for r in records if r.get("kind") == "request"]
+    requests = [r for r in records if r.get("kind") == Kind.REQUEST]
     by_id = {r.get("id"): r for r in records}
     cell.fired = sum(1 for r in records if r.get("injected"))
     cell.clients_seen = sorted({r["client"] for r in records if r.get("client")})
@@ -335,7 +335,7 @@ def resumptions(records: list[dict[str, Any]]) -> list[Retry]:
         session, sse = rec.get("session"), rec.get("sse")
         kind = rec.get("kind")
         headers = rec.get("requestHeaders") or []
-        if kind == "stream" and "last-event-id" in headers:
+        if kind == Kind.STREAM and "last-event-id" in headers:
             method, ended = lost.get(session, ("GET", None))
             delay = None if ended is None else round(max(0.0, _epoch(rec["ts"]) * 1000 - ended), 1)
             status = (rec.get("httpStatuses") or [None])[-1]
@@ -349,8 +349,8 @@ def resumptions(records: list[dict[str, Any]]) -> list[Retry]:
             rec.get("eventIds")
             and isinstance(sse, dict)
             and (
-                (kind == "request" and (not sse.get("final") or sse.get("resumed")))
-                or (kind == "stream" and "proxy_shutdown" not in (rec.get("notes") or []))
+                (kind == Kind.REQUEST and (not sse.get("final") or sse.get("resumed")))
+                or (kind == Kind.STREAM and NoteCode.PROXY_SHUTDOWN not in (rec.get("notes") or []))
             )
         ):
             lost[session] = (str(rec.get("method") or "GET"), _end_ms(rec, closed=True))
@@ -363,11 +363,11 @@ def inapplicable(fault: presets.Fault, records: list[dict[str, Any]]) -> str | N
     A client on the stateless protocol (2026-07-28) sends no ``initialize``; a server
     answers it with JSON, so a fault that cuts an SSE answer has no stream to cut.
     """
-    if fault.get_stream and not any(r.get("kind") == "stream" for r in records):
+    if fault.get_stream and not any(r.get("kind") == Kind.STREAM for r in records):
         return "opens no standby GET stream"
     if fault.method is None:
         return None
-    hit = [r for r in records if r.get("kind") == "request" and r.get("method") == fault.method]
+    hit = [r for r in records if r.get("kind") == Kind.REQUEST and r.get("method") == fault.method]
     if not hit:
         return f"never sends `{fault.method}`"
     if fault.sse and not any("event-stream" in str(r.get("contentType")) for r in hit):

@@ -33,7 +33,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from .record import NOT_FAILED, STAND_IN_PREFIX, Outcome
+from .record import NOT_FAILED, EndReason, Kind, Outcome, RetryOrigin, is_issued_session
 from .versions import is_sessionless
 
 #: The conventions followed: repository, commit, and the files read.
@@ -188,19 +188,11 @@ def request_id_text(rpc_id: object) -> str | None:
     return str(rpc_id)
 
 
-def is_real_session(session: object) -> bool:
-    """A session the server issued, as opposed to the client stand-in (`c-…`) the record
-    names where there is none (stateless servers, 2026-07-28): stand-ins never end, so
-    they get no session span and no trace of their own; their exchanges are each their
-    own trace, found together by `mcp_layers.session`."""
-    return isinstance(session, str) and bool(session) and not session.startswith(STAND_IN_PREFIX)
-
-
 def session_id_allowed(record: dict[str, Any]) -> bool:
-    """May `mcp.session.id` be set? Only for a real `Mcp-Session-Id` (not the client
-    stand-in `c-…`) of a revision before 2026-07-28, which removed protocol-level
-    sessions: there `mcp.session.id` MUST NOT be set."""
-    if not is_real_session(record.get("session")):
+    """May `mcp.session.id` be set? Only for a session the server issued (not the client
+    stand-in `c-…`: `record.is_issued_session`) of a revision before 2026-07-28, which
+    removed protocol-level sessions: there `mcp.session.id` MUST NOT be set."""
+    if not is_issued_session(record.get("session")):
         return False
     version = record.get("protocolVersion")
     return not (isinstance(version, str) and is_sessionless(version))
@@ -359,7 +351,7 @@ class SpanMapper:
 
     def map(self, record: dict[str, Any]) -> Mapped:
         out = Mapped()
-        if record.get("kind") == "session_end":
+        if record.get("kind") == Kind.SESSION_END:
             self._session_span(record, out)
         else:
             self._exchange_span(record, out)
@@ -385,8 +377,12 @@ class SpanMapper:
         record_id = int(record["id"])
         start, end = _times(record)
         session = record.get("session")
-        if is_real_session(session):
-            assert session is not None
+        # A session the server issued is a trace. The client's stand-in where there is none
+        # (stateless servers, 2026-07-28) never ends, so it gets no session span and no
+        # trace: each of its exchanges is a trace of its own, found together by
+        # `mcp_layers.session`.
+        if is_issued_session(session):
+            assert isinstance(session, str)
             trace_id = self.session_trace(session)
             parent: int | None = self.session_span_id(session)
             self._remember(self._first, session, start, keep_first=True)
@@ -395,12 +391,12 @@ class SpanMapper:
             trace_id, parent = trace_id_of(self.run, f"record\x00{record_id}"), None
         self._remember(self._trace_of, record_id, trace_id)
         kind = record.get("kind")
-        method = record.get("serverMethod") if kind == "response" else record.get("method")
+        method = record.get("serverMethod") if kind == Kind.RESPONSE else record.get("method")
         attrs = convention_attributes(record, method)
         attrs.update(own_attributes(record))
         target = record.get("tool") if method == "tools/call" else record.get("prompt")
         # A GET event stream is no JSON-RPC call: its span is named by its HTTP method.
-        fallback = "GET" if kind == "stream" else str(kind)
+        fallback = "GET" if kind == Kind.STREAM else str(kind)
         name = f"{method} {target}" if method and target else (method or fallback)
         etype = attrs.get("error.type")
         rpc = record.get("jsonrpc") or {}
@@ -410,7 +406,7 @@ class SpanMapper:
                 trace_id=trace_id,
                 span_id=self.record_span_id(record_id),
                 parent_span_id=parent,
-                kind=SpanKind.SERVER if kind == "response" else SpanKind.CLIENT,
+                kind=SpanKind.SERVER if kind == Kind.RESPONSE else SpanKind.CLIENT,
                 start_ns=start,
                 end_ns=end,
                 attributes=attrs,
@@ -421,14 +417,14 @@ class SpanMapper:
                 else None,
             )
         )
-        if kind == "request" and record.get("durationMs") is not None:
+        if kind == Kind.REQUEST and record.get("durationMs") is not None:
             picked: Attributes = {k: attrs[k] for k in _METRIC_KEYS if k in attrs}
             out.measurements.append(Measurement(OPERATION_DURATION, (end - start) / 1e9, picked))
         counted: Attributes = {
             k: attrs[k] for k in ("mcp.method.name", "server.address", "server.port") if k in attrs
         }
         counted["mcp_layers.outcome"] = record.get("outcome") or "none"
-        counted["mcp_layers.retry.origin"] = record.get("retryOrigin") or "none"
+        counted["mcp_layers.retry.origin"] = record.get("retryOrigin") or RetryOrigin.NONE.value
         counted["mcp_layers.injected"] = record.get("injected") is not None
         out.measurements.append(Measurement(EXCHANGES, 1, counted))
 
@@ -460,7 +456,7 @@ class SpanMapper:
     def _session_span(self, record: dict[str, Any], out: Mapped) -> None:
         session = record.get("session")
         start, end = _times(record)
-        if not is_real_session(session):
+        if not is_issued_session(session):
             return
         assert isinstance(session, str)
         first = self._first.pop(session, start)
@@ -479,7 +475,7 @@ class SpanMapper:
         attrs["network.protocol.name"] = "http"
         reason = record.get("endReason")
         # A session the server forgot (404) ended in error; a DELETE or shutdown did not.
-        if reason == "not_found":
+        if reason == EndReason.NOT_FOUND:
             attrs["error.type"] = "404"
         _put(attrs, "user_agent.original", record.get("userAgent"))
         attrs.update(own_attributes(record))

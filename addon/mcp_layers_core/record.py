@@ -24,7 +24,24 @@ FORMAT_VERSION: Final = 1
 
 #: How a `session` the client stands in for begins (no session the server issued); every
 #: other session is one the server issued, hashed or, with `mcp_raw_session_ids`, raw.
+#: Nothing else begins so: a raw id may (the transport allows any visible ASCII in one, a
+#: 2024-11-05 endpoint URL anything), so such an id is hashed even then (`may_write_raw`).
 STAND_IN_PREFIX: Final = "c-"
+
+
+def may_write_raw(session_id: str) -> bool:
+    """May `mcp_raw_session_ids` write this issued session id as it is? Not when it begins
+    like a stand-in: it is hashed then, as without the option, so that `is_issued_session`
+    stays exact."""
+    return not session_id.startswith(STAND_IN_PREFIX)
+
+
+def is_issued_session(session: object) -> bool:
+    """Is a record's `session` one the server issued, not the client's stand-in? The one
+    definition every reader uses (the OTel export; the analysis as SQL,
+    `terms.issued_session`): a non-empty string that does not begin with `STAND_IN_PREFIX`.
+    Exact in both modes, hashed or raw, given `may_write_raw`."""
+    return isinstance(session, str) and session != "" and not session.startswith(STAND_IN_PREFIX)
 
 
 # -- vocabularies ------------------------------------------------------------------

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import Final
 
 from mcp_layers_analysis.filters import Filters
-from mcp_layers_analysis.queries import LAST_STATUS, in_list, is_probe, literal, matched
-from mcp_layers_analysis.schema import REQUEST
+from mcp_layers_analysis.queries import LAST_STATUS, in_list, is_probe, matched
 from mcp_layers_analysis.sessions import SHOW_COLUMNS
 from mcp_layers_analysis.table import SEQUENCE, SOURCE, TABLE
+from mcp_layers_analysis.terms import sql
+from mcp_layers_core.record import Kind
 
 #: Upper edges (ms) of the bins a latency or delay histogram is drawn with: 1-2-5 steps,
 #: so that the labels read as round numbers; the last bin holds everything above.
@@ -31,7 +32,7 @@ def latency_bins(filters: Filters) -> str:
     """Per client: organic calls per latency bin (probes and injected calls apart)."""
     return f"""SELECT client, {bin_of("durationMs")} AS bin, count(*) AS n
 FROM {TABLE}
-WHERE kind = {literal(REQUEST)} AND {matched(filters)} AND durationMs IS NOT NULL
+WHERE kind = {sql(Kind.REQUEST)} AND {matched(filters)} AND durationMs IS NOT NULL
   AND injected IS NULL AND NOT {is_probe()}
 GROUP BY 1, 2
 ORDER BY coalesce(client, '(none)'), bin"""
@@ -42,7 +43,7 @@ def delay_bins(filters: Filters) -> str:
     return f"""SELECT client, coalesce(retryOrigin, '(none)') AS origin,
   {bin_of("retryDelayMs")} AS bin, count(*) AS n
 FROM {TABLE}
-WHERE kind = {literal(REQUEST)} AND {matched(filters)} AND retryOf IS NOT NULL
+WHERE kind = {sql(Kind.REQUEST)} AND {matched(filters)} AND retryOf IS NOT NULL
   AND retryDelayMs IS NOT NULL
 GROUP BY 1, 2, 3
 ORDER BY coalesce(client, '(none)'), origin, bin"""
@@ -126,6 +127,6 @@ def retry_sessions(filters: Filters) -> str:
 )
 SELECT DISTINCT t.session AS earlier, n.session AS later
 FROM r n JOIN r t ON t.src = n.src AND t.seg = n.seg AND t.id = n.retryOf AND t.seq < n.seq
-WHERE n.kind = {literal(REQUEST)} AND n.matched AND t.matched
+WHERE n.kind = {sql(Kind.REQUEST)} AND n.matched AND t.matched
   AND n.session IS NOT NULL AND t.session IS NOT NULL AND n.session <> t.session
 ORDER BY 1, 2"""

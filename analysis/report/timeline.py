@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mcp_layers_analysis.schema import INITIALIZE, NOTIFICATION, REQUEST, RESPONSE, SESSION_END
+from mcp_layers_analysis.schema import INITIALIZE
+from mcp_layers_core.record import EndReason, Kind
 
 from .data import Chain
 from .style import outcome_class, outcome_words
@@ -90,9 +91,9 @@ def _span(r: Any) -> tuple[float, float]:
 
 
 def _call(r: Any) -> str:
-    if r.kind == RESPONSE:
+    if r.kind == Kind.RESPONSE:
         return f"answer to {r.serverMethod or r.method or '?'}"
-    if r.kind == SESSION_END:
+    if r.kind == Kind.SESSION_END:
         return f"end of session ({r.endReason or '?'})"
     return " ".join(x for x in (r.method, r.tool) if x) or "?"
 
@@ -101,13 +102,13 @@ def tooltip(r: Any, t0: float) -> str:
     parts = [f"#{r.id}" if r.id is not None else "#?", _call(r), f"+{dur(r.at_ms - t0)}"]
     if r.httpStatuses:
         parts.append("HTTP " + " ".join(map(str, r.httpStatuses)))
-    if r.kind == REQUEST:
+    if r.kind == Kind.REQUEST:
         parts.append(f"{r.outcome or 'no outcome'} ({outcome_words(r.outcome)})")
         if r.durationMs is not None:
             parts.append(f"took {dur(r.durationMs)}")
     if r.retryOf is not None:
         parts.append(f"{r.retryOrigin or 'retry'} of #{r.retryOf}, attempt {r.attempt}")
-    if r.probe and r.kind == REQUEST:
+    if r.probe and r.kind == Kind.REQUEST:
         parts.append("negotiation probe (no failure)")
     if r.is_injected:
         parts.append(f"injected: {r.injected_rule or '?'} {r.injected_action or ''}".rstrip())
@@ -160,7 +161,7 @@ def _pack(recs: Sequence[Any], scale: Scale) -> dict[int, int]:
     ends: dict[str, list[float]] = {}
     out: dict[int, int] = {}
     for r in recs:
-        if r.kind == SESSION_END:
+        if r.kind == Kind.SESSION_END:
             out[r.seq] = 0
             continue
         x0, x1 = (scale.x(t) for t in _span(r))
@@ -204,21 +205,21 @@ def _mark(
     t0: float,
 ) -> str:
     tip = tooltip(r, t0)
-    if r.kind == REQUEST:
+    if r.kind == Kind.REQUEST:
         cls = outcome_class(r.outcome)
         if r.is_injected:
             cls += " inj"
         if r.probe:
             cls += " probe"
         return rect(x0, y - ROW_H / 2 + 2, max(x1 - x0, MIN_BAR), ROW_H - 4, f"bar {cls}", tip)
-    if r.kind == NOTIFICATION:
+    if r.kind == Kind.NOTIFICATION:
         dot = f'<circle class="note" cx="{num(x0)}" cy="{num(y)}" r="3">'
         return f"{dot}<title>{esc(tip)}</title></circle>"
-    if r.kind == RESPONSE:
+    if r.kind == Kind.RESPONSE:
         d = f"M{num(x0)} {num(y - 5)}l5 5l-5 5l-5 -5z"
         return f'<path class="srv" d="{d}"><title>{esc(tip)}</title></path>'
     h = depth[lanes[r.session]] * ROW_H
-    reason = "404" if r.endReason == "not_found" else (r.endReason or "end")
+    reason = "404" if r.endReason == EndReason.NOT_FOUND else (r.endReason or "end")
     said = text(x0 - 3, lane_top - 6, "end: " + reason, "lbl small", "end")
     bar = line(x0, lane_top - 4, x0, lane_top + h, "stop")
     return f'<g class="end">{bar}{said}<title>{esc(tip)}</title></g>'
@@ -228,7 +229,7 @@ def _links(
     chain: Chain, recs: Sequence[Any], where: dict[int, tuple[float, float, float]]
 ) -> list[str]:
     out = []
-    ends = {r.session: r.seq for r in recs if r.kind == SESSION_END}
+    ends = {r.session: r.seq for r in recs if r.kind == Kind.SESSION_END}
     for r in recs:
         if r.retry_target in where:
             label = r.retryOrigin or "retry"

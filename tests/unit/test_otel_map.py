@@ -179,6 +179,18 @@ def test_no_session_id_for_2026_07_28_nor_for_the_client_stand_in() -> None:
     assert stand_in.parent_span_id is None and again.trace_id != stand_in.trace_id
 
 
+def test_a_raw_session_id_is_a_session_the_server_issued() -> None:
+    """Under `mcp_raw_session_ids` the id is written as it is (no `s-`): a session all the
+    same, as the verdicts have it too (`record.is_issued_session`)."""
+    raw = "1868a90c-93f0-4b4b-9d61-2f9e4c2a8f11"
+    mapper = SpanMapper(RUN)
+    span = one_span(request(1, session=raw), mapper)
+    assert span.attributes["mcp.session.id"] == raw
+    again = one_span(request(2, session=raw), mapper)
+    assert span.parent_span_id == again.parent_span_id == mapper.session_span_id(raw)
+    assert span.trace_id == again.trace_id == mapper.session_trace(raw)
+
+
 def test_a_retry_is_linked_to_the_attempt_it_repeats_even_in_another_session() -> None:
     mapper = SpanMapper(RUN)
     first = one_span(request(1, outcome="HTTP_ERROR", httpStatuses=[404], session="s-old"), mapper)
