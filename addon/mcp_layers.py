@@ -67,7 +67,12 @@ from mcp_layers_core.otel_map import run_of
 from mcp_layers_core.tracker import Emitted, Settings, Tracker
 from mcp_layers_faults import INJECTED_KEY, FaultInjector, RequestFacts
 from mcp_layers_otel import LiveExporter
-from mcp_layers_startup import check_updated, configure_or_refuse, refuse_bad_startup_options
+from mcp_layers_startup import (
+    add_options,
+    check_updated,
+    configure_or_refuse,
+    refuse_bad_startup_options,
+)
 from mitmproxy import exceptions, hooks, http
 from mitmproxy.addonmanager import Loader
 from mitmproxy.proxy import server_hooks
@@ -250,110 +255,7 @@ class Recorder:
     # -- options --------------------------------------------------------------------
 
     def load(self, loader: Loader) -> None:
-        loader.add_option(
-            "mcp_record_dir",
-            str,
-            "recordings",
-            "Directory for the JSONL recordings; one file per proxy run, "
-            "named by its UTC start time.",
-        )
-        loader.add_option(
-            "mcp_scenario",
-            str,
-            "",
-            "A label copied into every record's `scenario` field (a fault preset, a test name).",
-        )
-        loader.add_option(
-            "mcp_max_body_kb",
-            int,
-            limits.MAX_BODY_BYTES // 1024,
-            "Largest JSON body (KiB) the addon parses; larger answers pass through "
-            "and are recorded as UNINSPECTED.",
-        )
-        loader.add_option(
-            "mcp_max_event_kb",
-            int,
-            limits.MAX_EVENT_BYTES // 1024,
-            "Largest SSE event (KiB) the addon buffers; a larger event passes through "
-            "unparsed and is noted.",
-        )
-        loader.add_option(
-            "mcp_record_max_mb",
-            int,
-            0,
-            "Rotate the recording to a numbered part once it reaches this many MiB "
-            "(0: never); a record is never split.",
-        )
-        loader.add_option(
-            "mcp_retain_mb",
-            int,
-            0,
-            "Keep at most this many MiB of this addon's recording files in mcp_record_dir, "
-            "deleting the oldest (0: off). Parts rotate at a tenth of it unless "
-            "mcp_record_max_mb says otherwise.",
-        )
-        loader.add_option(
-            "mcp_retain_days",
-            int,
-            0,
-            "Delete this addon's recording files older than this many days (0: off).",
-        )
-        loader.add_option(
-            "mcp_max_buffered_mb",
-            int,
-            limits.MAX_BUFFERED_BYTES // 1024 // 1024,
-            "All SSE streams together buffer at most this many MiB of unfinished events; "
-            "past it the event that grows is dropped unparsed and noted.",
-        )
-        loader.add_option(
-            "mcp_max_sessions",
-            int,
-            limits.MAX_SESSIONS,
-            "Sessions remembered; past it the least recently seen is forgotten, and its "
-            "session_end (evicted) written.",
-        )
-        loader.add_option(
-            "mcp_session_idle_s",
-            int,
-            int(limits.SESSION_IDLE_S),
-            "A session with no traffic for this many seconds ends (session_end idle); 0: never.",
-        )
-        loader.add_option(
-            "mcp_record_bodies",
-            bool,
-            False,
-            "Also write each request and its answer, redacted (secret-named members "
-            "blanked, token shapes scrubbed, strings cut), for deeper debugging.",
-        )
-        loader.add_option(
-            "mcp_raw_session_ids",
-            bool,
-            False,
-            "Write Mcp-Session-Id values as they are instead of a stable hash "
-            "(they can be credentials).",
-        )
-        loader.add_option(
-            "mcp_flow_comments",
-            bool,
-            True,
-            "Put each record's verdict on its flow as mitmproxy's flow comment and marker "
-            "(shown by mitmweb, kept in saved flows); the traffic is never touched.",
-        )
-        loader.add_option(
-            "mcp_otlp_endpoint",
-            str,
-            "",
-            "Also send every exchange as an OpenTelemetry span (and the MCP metrics) to "
-            "this OTLP/HTTP collector, e.g. http://127.0.0.1:4318, in the background "
-            "(needs `pip install 'mcp-layers[otel]'`; docs/otel.md). Empty: off.",
-        )
-        loader.add_option(
-            "mcp_otlp_headers",
-            str,
-            "",
-            "Headers for the OTLP collector, `name=value,name2=value2` (values "
-            "URL-encoded), e.g. authorization=Bearer%20TOKEN. Never logged.",
-        )
+        add_options(loader, "recorder")
         # The recorder loads last: every addon's options exist now, and mitmproxy still
         # holds the `--set` values it has not applied.
         if self._refuse_at_startup:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mcp_layers_core import faults, limits, options
-from mcp_layers_startup import check_updated, configure_or_refuse
+from mcp_layers_startup import add_options, check_updated, configure_or_refuse
 from mitmproxy import exceptions, http
 from mitmproxy.addonmanager import Loader
 
@@ -237,20 +237,7 @@ class FaultInjector:
         self.error: Callable[[http.HTTPFlow], None] | None = None
 
     def load(self, loader: Loader) -> None:
-        loader.add_option(
-            "mcp_faults",
-            str,
-            "",
-            "Inject faults: a preset name (" + ", ".join(faults.PRESETS) + ") or a JSON rules "
-            "file; see docs/faults.md.",
-        )
-        loader.add_option(
-            "mcp_fault",
-            str,
-            "",
-            "Inject one fault, written inline, e.g. 'http_status=503,200 retry_after=2'.",
-        )
-        loader.add_option("mcp_fault_seed", int, 0, "Seed of the fault rules' probability draws.")
+        add_options(loader, "faults")
 
     def configure(self, updated: set[str]) -> None:
         configure_or_refuse(lambda: self._configure(updated), self._refuse_at_startup)

@@ -1,10 +1,12 @@
-"""Start-up refusal: a bad `mcp_*` option stops the proxy before it serves traffic.
+"""The addons' options on mitmproxy's side: declared from the one table
+(`mcp_layers_core.options.SPECS`), checked when they change, refused at start-up.
 
-mitmproxy parses a script's `--set` values only after the script's `load`, in a place
-where a failure is lost: the proxy would run on, record nothing and inject nothing. So the
-addons check every `mcp_*` entry (a value, or a name no addon has) themselves, at the end
-of their load, and turn a configuration error at start-up into one line and exit 2.
-Only the script's own instances do this; instances a test builds raise `OptionsError`, as
+A bad `mcp_*` option stops the proxy before it serves traffic. mitmproxy parses a
+script's `--set` values only after the script's `load`, in a place where a failure is
+lost: the proxy would run on, record nothing and inject nothing. So the addons check
+every `mcp_*` entry (a value, or a name no addon has) themselves, at the end of their
+load, and turn a configuration error at start-up into one line and exit 2. Only the
+script's own instances do this; instances a test builds raise `OptionsError`, as
 mitmproxy's own addons do.
 """
 
@@ -16,6 +18,14 @@ from collections.abc import Callable
 
 from mcp_layers_core import options
 from mitmproxy import exceptions, optmanager
+from mitmproxy.addonmanager import Loader
+
+
+def add_options(loader: Loader, addon: options.Addon) -> None:
+    """Declare the options of `addon` ("recorder" or "faults"), as the table says."""
+    for name, spec in options.SPECS.items():
+        if spec.addon == addon:
+            loader.add_option(name, options.TYPES[spec.kind], spec.default, spec.help)
 
 
 def refuse_bad_startup_options(opts: optmanager.OptManager) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from mcp_layers_core import options
 
@@ -100,3 +102,24 @@ def test_otlp_settings_parse() -> None:
         "authorization": "Bearer x",
         "x-scope-orgid": "team",
     }
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_options_table_is_the_one_generated_from_the_specs() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert options.with_table(text) == text, "run: python -m mcp_layers_core.options"
+    table = text[text.index(options.TABLE_START) : text.index(options.TABLE_END)]
+    assert [line.split("`")[1] for line in table.splitlines()[3:]] == list(options.SPECS)
+
+
+@pytest.mark.parametrize("name", list(options.SPECS))
+def test_each_default_and_example_is_a_good_value(name: str) -> None:
+    """The default is of the option's type and passes its checks; the example a refusal
+    message offers (`e.g. --set name=example`) is accepted as typed."""
+    spec = options.SPECS[name]
+    assert type(spec.default) is options.TYPES[spec.kind]
+    options.check(name, spec.default)
+    options.parse(name, [spec.example.strip("'")])
+    assert spec.help and spec.meaning and "\n" not in spec.help + spec.meaning
