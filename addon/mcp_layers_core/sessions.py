@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from . import limits
 from .lifecycle import SessionPhase, step_session
-from .record import STAND_IN_PREFIX, EndReason
+from .record import STAND_IN_PREFIX, EndReason, may_write_raw
 from .redact import pseudonym
 
 #: (client address, user agent, "name@version"): who a session belongs to.
@@ -118,7 +118,12 @@ class SessionBook:
         return len(self._gone)
 
     def key_of(self, session_id: str) -> str:
-        return session_id if self.raw_ids else pseudonym("s-", session_id)
+        """The session's key in the records: hashed, or with `raw_ids` the id itself,
+        unless it begins as a stand-in's key does (it is hashed then, so that no issued
+        session is ever read as a stand-in: `record.is_issued_session`)."""
+        if self.raw_ids and may_write_raw(session_id):
+            return session_id
+        return pseudonym("s-", session_id)
 
     def real(self, session_id: str, ts: float | None = None) -> Session:
         """The server-issued session `session_id`, created if new."""

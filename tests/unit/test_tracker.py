@@ -15,6 +15,7 @@ from mcp_layers_core.events import (
     StreamChunk,
 )
 from mcp_layers_core.lifecycle import FLOW_PHASES, Cause, step
+from mcp_layers_core.record import is_issued_session
 from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase, records_of
 from wire import JSON, PEER, SERVER, SSE, Run, call, event, result, rpc
 
@@ -88,6 +89,20 @@ def test_stateful_session_lifecycle_client_version_and_post_count() -> None:
 def test_raw_session_ids_on_request() -> None:
     r = Run(raw_session_ids=True)
     assert r.exchange(call(1), result(1, content=[]), {"mcp-session-id": "abc"})["session"] == "abc"
+
+
+def test_a_raw_session_id_shaped_like_a_stand_in_is_hashed() -> None:
+    """`c-…` marks the client's stand-in; a server's id of that form is hashed even under
+    `raw_session_ids`, so every reader can tell issued sessions from stand-ins."""
+    r = Run(raw_session_ids=True)
+    (rec,) = r.json(
+        r.post(rpc(0, "initialize", protocolVersion="2025-11-25", capabilities={})),
+        200,
+        result(0, protocolVersion="2025-11-25", capabilities={}, serverInfo={}),
+        {"mcp-session-id": "c-abc"},
+    )
+    assert rec["session"].startswith("s-") and rec["session"] != "c-abc"
+    assert is_issued_session(rec["session"])
 
 
 def test_stateless_requests_share_the_client_stand_in() -> None:

@@ -48,14 +48,8 @@ from mcp_layers_core.record import (
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: What the scan reads (folders or files, relative to the repository). The rest of
-#: `addon/` joins when the tracker's rewrite lands.
-ROOTS: Final = (
-    "analysis",
-    "lab",
-    "addon/mcp_layers_core/otel_map.py",
-    "addon/mcp_layers_otel.py",
-)
+#: What the scan reads (folders or files, relative to the repository).
+ROOTS: Final = ("addon", "analysis", "lab")
 
 #: The modules that define the vocabulary, and the one that spells it in SQL.
 VOCABULARY_MODULES: Final = frozenset({"addon/mcp_layers_core/record.py", "analysis/terms.py"})
@@ -70,6 +64,9 @@ ALLOWED: Final[dict[tuple[str, str], str]] = {
         "what a client printed when it had no tool result, not a retry origin"
     ),
     ("lab/run.py", "isolation != 'none'"): "the `--isolation none` choice, not a retry origin",
+    ("addon/mcp_layers_core/faults/plan.py", "kind == 'result_and_error'"): (
+        "the malformed-answer fault a rule injects, not the note code of the same name"
+    ),
 }
 
 SKIP_DIRS: Final = frozenset({"__pycache__", "node_modules", ".venv", "build"})
