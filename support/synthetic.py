@@ -1,15 +1,32 @@
-"""Seeded synthetic recordings in the documented record format (`docs/record-format.md`).
+"""Seeded synthetic recordings, written by the real core (`mcp_layers_core.tracker`).
 
 Used by the tests (small recordings with every outcome, layer and retry kind in them) and by
-`benchmarks/analysis_bench.py` (millions of records). The same seed and arguments always
-give the same bytes.
+`benchmarks/analysis_bench.py` (millions of records). Test and benchmark support: the shipped
+CLI and the addon never import it. The same seed and arguments always give the same bytes.
+
+Nothing here builds a record. The generator simulates clients and servers and turns what
+they do into the events the proxy adapter feeds the core (`mcp_layers_core.events`:
+`PostReceived`, `OtherRequest`, `ResponseStarted`, `ResponseBody`, `StreamChunk`,
+`StreamEnded`, `FlowFailed`, `Tick`, `ProxyStopping`), in time order, to one
+`Tracker`; the records are what `Tracker.handle` returns, so a generated record is one the
+product would write for that traffic. Times come from a seeded simulated clock.
 
 The model: a few clients, each with its own retry habits, run sessions against two servers;
-several runs are in flight at once and records are written in the order their exchanges
-end, as the addon writes them. A session initialises, lists tools, makes calls (some fail at
-each layer, some are retried as its client's policy says), may be forgotten by the server
-(404, then re-initialised or abandoned) and ends with a DELETE, by abandonment, or at proxy
-shutdown. Clients speaking 2026-07-28 get input-required results and continue them.
+several runs are in flight at once. A session initialises (clientInfo; the server issues an
+`Mcp-Session-Id`), says `notifications/initialized` (202), may open a GET event stream
+(one server serves it, the other answers 405), lists the tools (annotations: read-only,
+idempotent, destructive; one tool is not listed) and makes calls answered in JSON or SSE.
+Some fail at each layer (5xx, 429/503 with `Retry-After`, no answer, a cut stream,
+malformed or invalid answers, JSON-RPC errors, tool errors, a body over the cap, an encoded
+stream, a 2xx in the wrong media type); the client retries as its policy says (resends
+the same message, reissues with a new id, waits out `Retry-After` or not). A server may
+ask the user on the stream (elicitation, sampling, roots), answered by the client's POST.
+The server may forget the session (404): the client re-initialises and repeats the call,
+or gives up. A session ends with a DELETE, by abandonment (the proxy ends it when idle or at
+shutdown), or is refused a DELETE after a 404. Clients speaking 2026-07-28 have no session
+(their address and user agent stand in), may probe with `server/discover`, fall back to
+`initialize` when an older server rejects it (400, -32020), and continue input-required
+results. A share of tool calls is marked as altered by a fault rule (`inject_rate`).
 
 Run `python -m mcp_layers_support.synthetic OUT.jsonl -n 1000 --seed 1` to write one.
 """
@@ -17,11 +34,10 @@ Run `python -m mcp_layers_support.synthetic OUT.jsonl -n 1000 --seed 1` to write
 from __future__ import annotations
 
 import argparse
-import hashlib
+import gzip
 import heapq
 import itertools
 import random
-import time
 from collections import abc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +45,21 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from mcp_layers_core.record import FIELDS, LAYER_OF, EndReason, Outcome, RetryOrigin, new_record
+from mcp_layers_core.events import (
+    Event,
+    FlowFailed,
+    OtherRequest,
+    PostReceived,
+    ProxyStopping,
+    ResponseBody,
+    ResponseStarted,
+    StreamChunk,
+    StreamEnded,
+    Tick,
+)
+from mcp_layers_core.record import FIELDS, Kind, Outcome, RetryOrigin
+from mcp_layers_core.settings import Settings
+from mcp_layers_core.tracker import Emitted, Tracker
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
@@ -38,10 +68,13 @@ JSON = "application/json"
 
 #: Fields added with the retry/session tracker, in the order records carry them (after
 #: `retryOrigin`, before `scenario`); `legacy=True` leaves them out, as records written
-#: before they existed do.
+#: before they existed do (and, like those addons, writes no `stream` records).
 TRACKER_FIELDS = tuple(f.name for f in FIELDS if not f.always)
 
-# (tool, safety, median ms)
+#: The adapter's clock: a `Tick` every this many seconds (`mcp_layers.TICK_S`).
+TICK_S = 5.0
+
+# (tool, safety its annotations declare, median ms); `unknown`: the server does not list it.
 TOOLS = (
     ("search", "read_only", 40.0),
     ("get_weather", "read_only", 120.0),
@@ -53,6 +86,17 @@ TOOLS = (
 )
 TOOL_WEIGHTS = (30, 15, 20, 8, 6, 8, 13)
 INPUT_TOOL = ("book_flight", "unsafe", 180.0)
+#: The argument each tool takes (every call gets its own value: a repeat is a retry).
+TOOL_ARGUMENT = {
+    "search": "query",
+    "get_weather": "city",
+    "read_file": "path",
+    "set_flag": "flag",
+    "send_email": "to",
+    "create_ticket": "title",
+    "echo": "text",
+    "book_flight": "destination",
+}
 
 # Failure outcomes of one attempt: (outcome, weight). The rest of the mass is success.
 TOOL_FAILURES = (
@@ -65,6 +109,7 @@ TOOL_FAILURES = (
     (Outcome.INVALID_ENVELOPE, 3),
     (Outcome.INVALID_TOOL_RESULT, 4),
     (Outcome.UNINSPECTED, 2),
+    (Outcome.TRANSPORT_VIOLATION, 2),
 )
 OTHER_FAILURES = (
     (Outcome.JSONRPC_ERROR, 20),
@@ -74,15 +119,20 @@ OTHER_FAILURES = (
     (Outcome.INVALID_RESULT, 4),
     (Outcome.MALFORMED_JSON, 2),
 )
-LAYER = {o.value: layer.value for o, layer in LAYER_OF.items()}
 ERRORS = (
     (-32602, "Invalid params: 'query' is required", 6),
     (-32603, "Internal error", 3),
     (-32601, "Method not found", 1),
 )
 HTTP_FAILURES = ((503, 35), (429, 15), (500, 30), (502, 20))
-# As `retries.UNCERTAIN` (TRANSPORT_VIOLATION included, though the model never makes one).
+# As `retries.UNCERTAIN`: the client cannot know whether the call ran.
 UNCERTAIN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE, Outcome.TRANSPORT_VIOLATION})
+#: What the fault rule did, as the fault addon names its actions (`faults/rules.py`).
+INJECTED_ACTION = {
+    Outcome.HTTP_ERROR: "http_status",
+    Outcome.STREAM_INCOMPLETE: "sse_truncate",
+    Outcome.NO_RESPONSE: "drop",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +152,8 @@ class Profile:
     reinit_on_404: bool = False
     deletes: float = 0.8  # probability a finished session is DELETEd
     calls: tuple[int, int] = (3, 30)
+    get_stream: float = 0.0  # probability it opens a GET event stream after initialising
+    hangs_up: float = 0.0  # probability it closes an SSE answer on the final event
 
 
 PROFILES = (
@@ -116,6 +168,7 @@ PROFILES = (
         resend_uncertain=True,
         honours_retry_after=0.95,
         reinit_on_404=True,
+        get_stream=0.9,
     ),
     Profile(
         "peer-ts-client@0.1",
@@ -128,6 +181,8 @@ PROFILES = (
         reissue_http=True,
         honours_retry_after=0.2,
         deletes=0.5,
+        get_stream=0.6,
+        hangs_up=0.05,
     ),
     Profile("inspector-cli@2.12.0", "node", LEGACY, 10, 0.5, calls=(1, 4), deletes=0.95),
     Profile(
@@ -153,42 +208,249 @@ PROFILES = (
         resend_uncertain=True,
         reissue_invalid_params=True,
         honours_retry_after=0.6,
+        get_stream=0.3,
+        hangs_up=0.05,
     ),
 )
 SERVERS = ("127.0.0.1:9104", "127.0.0.1:9105")
+#: The servers that serve a GET event stream (the other answers 405).
+GET_STREAM_SERVERS = frozenset({SERVERS[0]})
+
+
+# -------------------------------------------------------------- the wire, pre-encoded
+
+ACCEPT_BOTH = f"{JSON}, {SSE}"
+JSON_HEADERS = {"content-type": JSON}
+SSE_HEADERS = {"content-type": SSE}
+NO_HEADERS: dict[str, str] = {}
+TEXT_HEADERS = {"content-type": "text/plain"}
+
+
+def _dumps(value: object) -> bytes:
+    return orjson.dumps(value)
+
+
+def _sse(data: bytes) -> bytes:
+    return b"event: message\ndata: " + data + b"\n\n"
+
+
+def _tool_entry(name: str, safety: str) -> dict[str, Any]:
+    hints = {
+        "read_only": {"readOnlyHint": True},
+        "idempotent": {"readOnlyHint": False, "idempotentHint": True},
+        "unsafe": {"readOnlyHint": False, "destructiveHint": True},
+    }[safety]
+    arg = TOOL_ARGUMENT[name]
+    return {
+        "name": name,
+        "description": f"{name.replace('_', ' ')}",
+        "inputSchema": {
+            "type": "object",
+            "properties": {arg: {"type": "string"}},
+            "required": [arg],
+        },
+        "annotations": hints,
+    }
+
+
+#: A 2026-07-28 result's cache members.
+_CACHED = {"resultType": "complete", "ttlMs": 60000, "cacheScope": "public"}
+_LISTED = [_tool_entry(n, s) for n, s, _ in (*TOOLS, INPUT_TOOL) if s != "unknown"]
+
+#: Results by (method, version): valid ones.
+RESULTS: dict[tuple[str, str], bytes] = {
+    ("tools/list", LEGACY): _dumps({"tools": _LISTED}),
+    ("tools/list", MODERN): _dumps({"tools": _LISTED, **_CACHED}),
+    ("resources/list", LEGACY): _dumps(
+        {"resources": [{"uri": "file:///notes.txt", "name": "notes", "mimeType": "text/plain"}]}
+    ),
+    ("resources/list", MODERN): _dumps(
+        {"resources": [{"uri": "file:///notes.txt", "name": "notes"}], **_CACHED}
+    ),
+    ("prompts/list", LEGACY): _dumps({"prompts": [{"name": "summarise"}]}),
+    ("prompts/list", MODERN): _dumps({"prompts": [{"name": "summarise"}], **_CACHED}),
+    ("ping", LEGACY): b"{}",
+    ("ping", MODERN): _dumps({"resultType": "complete"}),
+    ("server/discover", MODERN): _dumps(
+        {
+            "supportedVersions": [MODERN, LEGACY],
+            "capabilities": {"tools": {"listChanged": True}},
+            **_CACHED,
+        }
+    ),
+    ("tools/call", LEGACY): _dumps(
+        {"content": [{"type": "text", "text": "done"}], "isError": False}
+    ),
+    ("tools/call", MODERN): _dumps(
+        {"content": [{"type": "text", "text": "done"}], "isError": False, "resultType": "complete"}
+    ),
+}
+TOOL_ERROR_RESULTS = {
+    LEGACY: _dumps({"content": [{"type": "text", "text": "upstream refused"}], "isError": True}),
+    MODERN: _dumps(
+        {
+            "content": [{"type": "text", "text": "upstream refused"}],
+            "isError": True,
+            "resultType": "complete",
+        }
+    ),
+}
+INPUT_REQUIRED_RESULT = _dumps(
+    {
+        "resultType": "input_required",
+        "inputRequests": {
+            "confirm": {
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "form",
+                    "message": "Book this flight?",
+                    "requestedSchema": {
+                        "type": "object",
+                        "properties": {"ok": {"type": "boolean"}},
+                    },
+                },
+            }
+        },
+        "requestState": "booking-1",
+    }
+)
+#: Tool results a client cannot read: `content` not an array; a block of no known type.
+INVALID_TOOL_RESULTS = (
+    _dumps({"content": "done", "isError": False}),
+    _dumps({"content": [{"type": "html", "html": "<b>done</b>"}]}),
+)
+#: Results that do not fit their method's shape (any version).
+INVALID_RESULTS = {
+    "tools/list": _dumps({"tools": "search, echo"}),  # teaches no annotations
+    "resources/list": _dumps({"resources": {"notes": "file:///notes.txt"}}),
+    "prompts/list": _dumps({"next": None}),
+    "ping": b'"pong"',
+    "server/discover": _dumps({"resultType": "complete"}),
+}
+#: The text of an answer cut short (not JSON).
+MALFORMED = b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","te'
+#: Neither `result` nor `error`.
+NO_RESULT = b'{"jsonrpc":"2.0","id":%d}'
+ERROR_ANSWER = b'{"jsonrpc":"2.0","id":%d,"error":%s}'
+RESULT_ANSWER = b'{"jsonrpc":"2.0","id":%d,"result":%s}'
+ERROR_OBJECTS = {(c, m): _dumps({"code": c, "message": m}) for c, m, _ in ERRORS}
+UNSUPPORTED_VERSION = _dumps({"code": -32020, "message": "Unsupported protocol version"})
+#: What each server answers a POST of a session it forgot (the Python and TypeScript SDKs).
+SESSION_NOT_FOUND = {
+    SERVERS[0]: _dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": "server-error",
+            "error": {"code": -32600, "message": "Session not found"},
+        }
+    ),
+    SERVERS[1]: _dumps(
+        {"jsonrpc": "2.0", "error": {"code": -32001, "message": "Session not found"}, "id": None}
+    ),
+}
+HTTP_BODIES = {
+    429: b"Too Many Requests",
+    500: b"Internal Server Error",
+    502: b"Bad Gateway",
+    503: b"Service Unavailable",
+}
+LOG_EVENT = _sse(
+    _dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": "working"},
+        }
+    )
+)
+INITIALIZED = _dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+HTML = b"<html><body>Sign in to continue</body></html>"
+#: Server requests asked on a tool call's stream, and the client's answers.
+SERVER_REQUESTS = {
+    "elicitation/create": (
+        {
+            "mode": "form",
+            "message": "Send it?",
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        },
+        {"action": "accept", "content": {"ok": True}},
+    ),
+    "sampling/createMessage": (
+        {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "Summarise"}}],
+            "maxTokens": 200,
+        },
+        {"role": "assistant", "content": {"type": "text", "text": "Short."}, "model": "m-1"},
+    ),
+    "roots/list": ({}, {"roots": [{"uri": "file:///work", "name": "work"}]}),
+}
+SERVER_METHODS = tuple(SERVER_REQUESTS)
+
+
+def _server_info(server: str) -> dict[str, str]:
+    return {"name": f"server-{server.rsplit(':', 1)[1]}", "version": "1.4.0"}
+
+
+INITIALIZE_RESULTS = {
+    server: _dumps(
+        {
+            "protocolVersion": LEGACY,
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "serverInfo": _server_info(server),
+        }
+    )
+    for server in SERVERS
+}
+
+
+# ------------------------------------------------------------------- the simulation
 
 
 @dataclass(slots=True)
-class _Pending:
-    """A record waiting for its end time; `rec["id"]` is filled when it is written."""
+class _Call:
+    """One logical call: what a retry repeats."""
 
-    end: float
-    rec: dict[str, Any]
+    method: str
+    tool: tuple[str, str, float] | None
+    params: dict[str, Any] | None
 
 
-@dataclass(slots=True)
-class _Session:
-    sid: str
-    posts: int = 0
-    rpc_id: int = 0
-    open: bool = True
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """How one attempt went, as its client saw it."""
+
+    outcome: Outcome
+    status: int | None = None
+    retry_after_ms: int | None = None
+    error: tuple[int, str] | None = None
 
 
 @dataclass(slots=True)
 class _Run:
-    """One client process: one or more sessions in a row."""
+    """One client process: one or more sessions in a row, on one connection address."""
 
     profile: Profile
     server: str
-    clock: float  # ms since the recording's start; the next POST starts here or later
-    host: int = 0  # which client machine: stand-in sessions hash it
+    clock: float  # ms since the recording's start; the next event happens here or later
+    peer: str  # "ip:port": the host stands in for sessionless clients, with the user agent
     protocol: str = LEGACY  # negotiated: a 2026-07-28 client may fall back
-    session: _Session | None = None
-    sessions: list[_Session] = field(default_factory=list)
+    session: str | None = None  # the Mcp-Session-Id the server issued (None: stand-in)
+    headers: dict[str, str] = field(default_factory=dict)  # of its POSTs
+    meta: dict[str, Any] | None = None  # 2026-07-28: the `_meta` every request carries
+    rpc_id: int = 0
+    server_rpc_id: int = 0
+    get_flow: str | None = None  # its open GET event stream
+
+
+Events = abc.Generator[Event, None, None]
 
 
 class Generator:
-    """Builds records; see the module docstring for the model."""
+    """Simulates client runs as event streams; see the module docstring for the model.
+
+    Each run is a generator of events in time order; `records` merges them by time,
+    feeds them to the tracker and yields what it writes.
+    """
 
     def __init__(
         self,
@@ -203,138 +465,206 @@ class Generator:
         self.scenario = scenario
         self.inject_rate = inject_rate
         self.legacy = legacy
-        self.start_epoch_ms = start_epoch_ms
-        self._ts_cache: dict[int, str] = {}
-        self._stand_ins: dict[str, _Session] = {}
-        self._ended: set[str] = set()  # sessions given a shutdown end
+        self.epoch = start_epoch_ms / 1000
+        self.tracker = Tracker(Settings(scenario=scenario))
+        self._flows = itertools.count(1)
+        self._values = itertools.count(1)
+        self._runs = itertools.count(0)
 
     # ----------------------------------------------------------------- helpers
 
-    def ts(self, ms: float) -> str:
-        total = self.start_epoch_ms + int(ms)
-        sec, milli = divmod(total, 1000)
-        head = self._ts_cache.get(sec)
-        if head is None:
-            if len(self._ts_cache) > 4096:
-                self._ts_cache.clear()
-            head = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
-            self._ts_cache[sec] = head
-        return f"{head}.{milli:03d}Z"
+    def at(self, ms: float) -> float:
+        """Seconds since the epoch, `ms` after the recording's start."""
+        return self.epoch + ms / 1000.0
 
-    def session_id(self, prefix: str = "s-") -> str:
-        return prefix + f"{self.rng.getrandbits(40):010x}"
+    def flow(self) -> str:
+        return f"f{next(self._flows)}"
 
     def duration(self, median: float, spread: float = 0.6) -> float:
         return round(self.rng.lognormvariate(0.0, spread) * median, 1)
 
-    def base(self, run: _Run, kind: str, start: float, duration: float | None) -> dict[str, Any]:
-        s = run.session
-        rec = new_record(
-            kind=kind,
-            ts=self.ts(start),
-            durationMs=duration,
-            server=run.server,
-            session=s.sid if s else None,
-            client=run.profile.client,
-            userAgent=run.profile.user_agent,
-            protocolVersion=run.protocol,
-            postCount=0,
-            scenario=self.scenario,
+    def next_id(self, run: _Run) -> int:
+        run.rpc_id += 1
+        return run.rpc_id
+
+    def body(self, run: _Run, rpc_id: int, call: _Call) -> bytes:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rpc_id, "method": call.method}
+        params = call.params
+        if run.meta is not None:
+            params = {**(params or {}), "_meta": run.meta}
+        if params is not None:
+            msg["params"] = params
+        return orjson.dumps(msg)
+
+    def new_call(self, method: str, tool: tuple[str, str, float] | None) -> _Call:
+        if tool is None:
+            return _Call(method, None, None)
+        arg = TOOL_ARGUMENT[tool[0]]
+        return _Call(
+            method, tool, {"name": tool[0], "arguments": {arg: f"{arg}-{next(self._values)}"}}
         )
-        if self.legacy:
-            for name in TRACKER_FIELDS:
-                del rec[name]
-        if kind != "session_end" and s is not None:
-            s.posts += 1
-        rec["postCount"] = s.posts if s else 1
-        rec["_start"] = start  # for the scheduler; taken off before the record is written
-        return rec
 
-    def answered(
-        self,
-        rec: dict[str, Any],
-        *,
-        status: int,
-        sse: bool,
-        final: bool = True,
-        end: str = "complete",
-    ) -> None:
-        rec["httpStatuses"].append(status)
-        rec["contentType"] = SSE if sse else JSON
-        if sse:
-            rec["sse"] = {
-                "events": self.rng.randint(1, 3) if final else self.rng.randint(0, 2),
-                "final": final,
-                "end": end,
-                "resumed": False,
-            }
+    # ------------------------------------------------------------ one attempt
 
-    def set_tracker(self, rec: dict[str, Any], **values: Any) -> None:
-        if not self.legacy:
-            rec.update(values)
-
-    # ------------------------------------------------------------ one exchange
-
-    def request(
+    def attempt(
         self,
         run: _Run,
-        start: float,
-        method: str,
-        tool: tuple[str, str, float] | None,
-        *,
-        outcome: str,
+        call: _Call,
         rpc_id: int,
-        statuses: list[int],
-    ) -> dict[str, Any]:
-        """A request record for one attempt with the given outcome."""
-        p = run.profile
+        outcome: Outcome,
+        *,
+        injected: bool = False,
+        ask_user: bool = False,
+        error: tuple[int, str] | None = None,
+        status: int | None = None,
+        issue: str | None = None,
+    ) -> abc.Generator[Event, None, _Sent]:
+        """POST one request and answer it so that its verdict is `outcome`; the run's
+        clock ends at the end of the exchange. `status` forces the HTTP error status,
+        `error` the JSON-RPC error, `issue` a session id for an `initialize` answer."""
         rng = self.rng
+        method, tool = call.method, call.tool
         median = tool[2] if tool else (6.0 if method == "initialize" else 12.0)
-        rec = self.base(run, "request", start, self.duration(median))
-        rec["method"] = method
-        rec["httpStatuses"] = list(statuses)
-        rec["jsonrpc"] = {"id": rpc_id, "errorCode": None, "errorMessage": None}
-        sse = rng.random() < p.sse
-        if tool:
-            rec["tool"] = tool[0]
-            self.set_tracker(rec, toolSafety=tool[1])
+        start = run.clock
+        flow = self.flow()
+        body = self.body(run, rpc_id, call)
+        yield PostReceived(flow, self.at(start), run.server, run.peer, run.headers, body, len(body))
+        if injected:
+            action = INJECTED_ACTION[outcome]
+            self.tracker.mark_injected(flow, {"rule": self.scenario or "fault", "action": action})
+        sse = ask_user or rng.random() < run.profile.sse
+        version = run.protocol
+        sent = _Sent(outcome)
         if outcome == Outcome.NO_RESPONSE:
-            rec["durationMs"] = 30000.0 if rng.random() < 0.3 else round(rng.uniform(0.3, 4), 1)
+            end = start + (30000.0 if rng.random() < 0.3 else round(rng.uniform(0.3, 4), 1))
+            reason = "timeout" if end - start >= 30000 else "Server disconnected"
+            yield FlowFailed(flow, self.at(end), reason)
         elif outcome == Outcome.HTTP_ERROR:
-            status = _weighted(rng, HTTP_FAILURES)
-            rec["httpStatuses"].append(status)
-            rec["contentType"] = JSON if rng.random() < 0.7 else "text/plain"
-            rec["durationMs"] = round(rng.uniform(0.5, 20), 1)
-            if status == 500 and rng.random() < 0.3:
-                rec["jsonrpc"].update(errorCode=-32603, errorMessage="Internal error")
-            if status in (429, 503) and rng.random() < 0.8:
-                self.set_tracker(rec, retryAfterMs=rng.choice((1000, 2000, 5000)))
+            code = status or _weighted(rng, HTTP_FAILURES)
+            end = start + round(rng.uniform(0.5, 20), 1)
+            headers: dict[str, str]
+            answer: bytes
+            if code == 404:
+                headers, answer = JSON_HEADERS, SESSION_NOT_FOUND[run.server]
+            elif code == 400:
+                headers, answer = JSON_HEADERS, ERROR_ANSWER % (rpc_id, UNSUPPORTED_VERSION)
+                error = (-32020, "Unsupported protocol version")
+            elif code == 500 and rng.random() < 0.3:
+                error = (-32603, "Internal error")
+                headers, answer = JSON_HEADERS, ERROR_ANSWER % (rpc_id, ERROR_OBJECTS[error])
+            elif rng.random() < 0.7:
+                headers, answer = JSON_HEADERS, _dumps({"error": HTTP_BODIES[code].decode()})
+            else:
+                headers, answer = TEXT_HEADERS, HTTP_BODIES[code]
+            after = None
+            if code in (429, 503) and rng.random() < 0.8:
+                after = rng.choice((1, 2, 5))
+                headers = {**headers, "retry-after": str(after)}
+            yield ResponseStarted(flow, self.at(end - 0.2), code, headers)
+            yield ResponseBody(flow, self.at(end), answer, len(answer))
+            sent = _Sent(outcome, code, None if after is None else after * 1000, error)
         elif outcome == Outcome.STREAM_INCOMPLETE:
-            self.answered(rec, status=200, sse=True, final=False, end=rng.choice(("eof", "error")))
-            rec["durationMs"] = self.duration(median * 4)
+            end = start + self.duration(median * 4)
+            eof = rng.random() < 0.5
+            first = start + min(1.0, (end - start) / 4)
+            yield ResponseStarted(flow, self.at(first), 200, SSE_HEADERS, framed=not eof)
+            logged = rng.randint(0, 2)
+            if logged:
+                yield StreamChunk(flow, self.at(first), LOG_EVENT * logged)
+            if eof:
+                yield StreamEnded(flow, self.at(end))
+            else:
+                yield FlowFailed(flow, self.at(end), "peer closed connection")
+            sent = _Sent(outcome, 200)
         elif outcome == Outcome.UNINSPECTED:
-            self.answered(rec, status=200, sse=sse)
-            rec["notes"] = [rng.choice(("body_over_cap:17825792", "encoded_stream:br"))]
-        elif outcome in (Outcome.MALFORMED_JSON, Outcome.INVALID_ENVELOPE):
-            self.answered(rec, status=200, sse=sse)
-            if outcome == Outcome.INVALID_ENVELOPE and sse and rng.random() < 0.5:
-                rec["notes"] = [f"unexpected_response_id:{rpc_id + 1}"]
-        elif outcome == Outcome.JSONRPC_ERROR:
-            self.answered(rec, status=200, sse=sse)
-            code, message = _error(rng, method)
-            rec["jsonrpc"].update(errorCode=code, errorMessage=message)
-        else:  # a result arrived
-            self.answered(rec, status=200, sse=sse)
-            if outcome == Outcome.INPUT_REQUIRED:
-                rec["resultType"] = "input_required"
-            elif outcome != Outcome.INVALID_RESULT:
-                rec["resultType"] = "complete"
-            if method == "tools/call" and outcome in (Outcome.TOOL_SUCCESS, Outcome.TOOL_ERROR):
-                rec["isError"] = outcome == Outcome.TOOL_ERROR
-        rec["outcome"] = outcome
-        rec["layer"] = LAYER[outcome]
-        self.set_tracker(rec, attempt=1)
-        return rec
+            end = start + self.duration(median)
+            if rng.random() < 0.5:  # a body over the proxy's cap
+                yield ResponseStarted(flow, self.at(_headers_at(start, end)), 200, JSON_HEADERS)
+                yield ResponseBody(flow, self.at(end), None, 17825792)
+            else:  # a stream in an encoding the proxy does not decode
+                headers = {"content-type": SSE, "content-encoding": "br"}
+                yield ResponseStarted(flow, self.at(_headers_at(start, end)), 200, headers)
+                yield StreamChunk(flow, self.at(end), b"\x1b\x8f\x00\xf8\x05\x9e\x0e")
+                yield StreamEnded(flow, self.at(end))
+            sent = _Sent(outcome, 200)
+        elif outcome == Outcome.TRANSPORT_VIOLATION:
+            # A gateway's sign-in page instead of the answer.
+            end = start + self.duration(median)
+            html = {"content-type": "text/html"}
+            yield ResponseStarted(flow, self.at(_headers_at(start, end)), 200, html)
+            yield ResponseBody(flow, self.at(end), HTML, len(HTML))
+            sent = _Sent(outcome, 200)
+        else:  # an answer arrived
+            if outcome == Outcome.JSONRPC_ERROR:
+                error = error or _error(rng, method)
+                answer = ERROR_ANSWER % (rpc_id, ERROR_OBJECTS[error])
+            elif outcome == Outcome.MALFORMED_JSON:
+                answer = MALFORMED % rpc_id
+            elif outcome == Outcome.INVALID_ENVELOPE:
+                # On a stream, half the time an answer to another id.
+                wrong = sse and rng.random() < 0.5
+                answer = (
+                    RESULT_ANSWER % (rpc_id + 1, RESULTS[(method, version)])
+                    if wrong
+                    else NO_RESULT % rpc_id
+                )
+            elif outcome == Outcome.INVALID_TOOL_RESULT:
+                answer = RESULT_ANSWER % (rpc_id, rng.choice(INVALID_TOOL_RESULTS))
+            elif outcome == Outcome.INVALID_RESULT:
+                answer = RESULT_ANSWER % (rpc_id, INVALID_RESULTS[method])
+            elif outcome == Outcome.INPUT_REQUIRED:
+                answer = RESULT_ANSWER % (rpc_id, INPUT_REQUIRED_RESULT)
+            elif outcome == Outcome.TOOL_ERROR:
+                answer = RESULT_ANSWER % (rpc_id, TOOL_ERROR_RESULTS[version])
+            elif method == "initialize":
+                answer = RESULT_ANSWER % (rpc_id, INITIALIZE_RESULTS[run.server])
+            else:
+                answer = RESULT_ANSWER % (rpc_id, RESULTS[(method, version)])
+            headers = SSE_HEADERS if sse else JSON_HEADERS
+            if issue is not None:
+                headers = {**headers, "mcp-session-id": issue}
+            end = start + self.duration(median)
+            if not sse:
+                yield ResponseStarted(flow, self.at(_headers_at(start, end)), 200, headers)
+                yield ResponseBody(flow, self.at(end), answer, len(answer))
+            else:
+                first = start + min(1.0, (end - start) / 4)
+                yield ResponseStarted(flow, self.at(first), 200, headers)
+                logged = rng.randint(0, 2)  # log messages, in one chunk
+                if logged:
+                    yield StreamChunk(flow, self.at(first), LOG_EVENT * logged)
+                if ask_user:
+                    end = yield from self.asked_on_stream(run, flow, first)
+                yield StreamChunk(flow, self.at(end), _sse(answer))
+                if rng.random() < run.profile.hangs_up:
+                    yield FlowFailed(flow, self.at(end + 0.1), "client disconnected")
+                else:
+                    yield StreamEnded(flow, self.at(end + 0.1))
+                end += 0.1
+            sent = _Sent(outcome, 200, None, error)
+        run.clock = end
+        return sent
+
+    def asked_on_stream(self, run: _Run, flow: str, at: float) -> abc.Generator[Event, None, float]:
+        """The server asks the client (the user, the model) on the call's stream; the client
+        answers in a POST of its own (202). Returns when the stream goes on."""
+        rng = self.rng
+        method = rng.choice(SERVER_METHODS)
+        params, result = SERVER_REQUESTS[method]
+        run.server_rpc_id += 1
+        asked = {"jsonrpc": "2.0", "id": run.server_rpc_id, "method": method, "params": params}
+        at += self.duration(20.0)
+        yield StreamChunk(flow, self.at(at), _sse(_dumps(asked)))
+        at += self.duration(400.0)
+        answer = _dumps({"jsonrpc": "2.0", "id": run.server_rpc_id, "result": result})
+        posted = self.flow()
+        yield PostReceived(
+            posted, self.at(at), run.server, run.peer, run.headers, answer, len(answer)
+        )
+        took = round(rng.uniform(0.5, 5), 1)
+        yield ResponseStarted(posted, self.at(at + took - 0.1), 202, NO_HEADERS)
+        yield ResponseBody(posted, self.at(at + took), b"", 0)
+        return at + took + self.duration(median=30.0)
 
     def sample_outcome(self, method: str, attempt: int, injected: bool) -> Outcome:
         rng = self.rng
@@ -349,210 +679,218 @@ class Generator:
 
     # ---------------------------------------------------------------- a run
 
-    def run(self, run: _Run) -> Iterator[dict[str, Any]]:
-        """Yield a client run's records in the order their exchanges end."""
+    def run(self, run: _Run) -> Events:
+        """A client run's events, in time order."""
+        yield from self.sessions(run)
+        if run.get_flow is not None:  # the client exits: its event stream breaks
+            yield FlowFailed(run.get_flow, self.at(run.clock), "client disconnected")
+            run.get_flow = None
+
+    def sessions(self, run: _Run) -> Events:
         p = run.profile
         rng = self.rng
-        previous: str | None = None
-        retry_of: dict[str, Any] | None = None  # a 404'd call to repeat after re-initialising
+        previous = False
+        retry: tuple[_Call, _Sent] | None = None  # a 404'd call to repeat after re-initialising
         for _ in range(3):  # at most three sessions (re-initialisations) per run
-            outcome = yield from self.open_session(run, previous)
-            if outcome != Outcome.SUCCESS:
-                return
+            yield from self.open_session(run, previous)
             calls = rng.randint(*p.calls)
-            stand_in = run.session is not None and run.session.sid.startswith("c-")
-            expired_at = rng.randint(1, calls) if rng.random() < 0.08 and not stand_in else None
-            if retry_of is not None:
-                yield from self.call(run, retry=retry_of)
-                retry_of = None
+            expiring = rng.random() < 0.08 and run.session is not None
+            expired_at = rng.randint(1, calls) if expiring else None
+            if retry is not None:
+                yield from self.call(run, retry=retry)
+                retry = None
             for n in range(1, calls + 1):
                 run.clock += self.duration(30.0, 1.0)
                 if n == expired_at:
-                    rec = yield from self.expired(run)
+                    lost = yield from self.expired(run)
                     if not p.reinit_on_404:
                         # Abandoned, never re-initialised; some clients still DELETE the
                         # session on the way out, and the server refuses it (404).
                         if rng.random() < p.deletes:
-                            yield self.refused_delete(run)
+                            yield from self.delete(run, 404)
                         return
-                    assert run.session is not None  # `expired` ended the open one
-                    previous, retry_of = run.session.sid, rec
+                    previous, retry = True, lost
                     break
                 yield from self.call(run)
+                if run.get_flow is not None and rng.random() < 0.1:
+                    # The server logs something on the session's event stream.
+                    yield StreamChunk(run.get_flow, self.at(run.clock), LOG_EVENT)
             else:
                 yield from self.close(run)
                 return
 
-    def open_session(
-        self, run: _Run, previous: str | None
-    ) -> abc.Generator[dict[str, Any], None, Outcome]:
+    def open_session(self, run: _Run, previous: bool) -> Events:
         """Start talking: initialize (2025-11-25), or for a 2026-07-28 client, nothing
         (no sessions; the client stands in for one) unless the server is older and
         rejects its first request, when it falls back to initialize."""
         p = run.profile
         rng = self.rng
-        run.session = None
-        run.protocol = p.protocol
-        if p.protocol == MODERN and previous is None:
-            # Clients on one host with one user agent share a stand-in, and its POST count.
-            sid = self.stand_in(run)
-            run.session = self._stand_ins.setdefault(sid, _Session(sid))
-            run.session.open = True
-            run.sessions.append(run.session)
+        name, _, version = p.client.partition("@")
+        info = {"name": name, "version": version}
+        run.session, run.rpc_id, run.protocol, run.meta = None, 0, p.protocol, None
+        if p.protocol == MODERN and not previous:
+            run.headers = {
+                "user-agent": p.user_agent,
+                "accept": ACCEPT_BOTH,
+                "mcp-protocol-version": MODERN,
+            }
+            run.meta = {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientInfo": info,
+            }
             older_server = rng.random() < 0.15
             if older_server or rng.random() < 0.3:
-                rec = self.request(
-                    run,
-                    run.clock,
-                    "server/discover",
-                    None,
-                    outcome=Outcome.HTTP_ERROR if older_server else Outcome.SUCCESS,
-                    rpc_id=self.next_id(run),
-                    statuses=[],
-                )
-                if older_server:
-                    rec["httpStatuses"] = [400]
-                    rec["jsonrpc"].update(
-                        errorCode=-32020, errorMessage="Unsupported protocol version"
-                    )
-                    self.set_tracker(rec, negotiation=True, retryAfterMs=None)
-                run.clock += rec["durationMs"] + 1
-                yield rec
-            if not older_server:
-                return Outcome.SUCCESS  # 2026-07-28 all the way: no initialize, no session
-            run.protocol = LEGACY  # the fallback
-        run.session = _Session(self.session_id())
-        run.sessions.append(run.session)
-        rec = self.request(
-            run,
-            run.clock,
-            "initialize",
-            None,
-            outcome=Outcome.SUCCESS,
-            rpc_id=self.next_id(run),
-            statuses=[],
-        )
-        self.set_tracker(rec, previousSession=previous)
-        run.clock += rec["durationMs"] + 1
-        yield rec
-        note = self.base(run, "notification", run.clock, round(rng.uniform(0.5, 6), 1))
-        note.update(method="notifications/initialized", httpStatuses=[202], contentType=JSON)
-        if rng.random() < 0.05:
-            note["httpStatuses"] = [200]
-            self.set_tracker(note, ackNote="200 with body")
-        run.clock += note["durationMs"] + 1
-        yield note
+                discover = _Call("server/discover", None, None)
+                outcome = Outcome.HTTP_ERROR if older_server else Outcome.SUCCESS
+                status = 400 if older_server else None
+                yield from self.attempt(run, discover, self.next_id(run), outcome, status=status)
+                run.clock += 1
+            if not older_server:  # 2026-07-28 all the way: no initialize, no session
+                if rng.random() < 0.9:
+                    yield from self.call(run, method="tools/list")
+                return
+            run.protocol, run.meta = LEGACY, None  # the fallback
+        run.headers = {"user-agent": p.user_agent, "accept": ACCEPT_BOTH}
+        session = f"{rng.getrandbits(128):032x}"
+        params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": info}
+        initialize = _Call("initialize", None, params)
+        yield from self.attempt(run, initialize, self.next_id(run), Outcome.SUCCESS, issue=session)
+        run.session = session
+        run.headers = {**run.headers, "mcp-session-id": session, "mcp-protocol-version": LEGACY}
+        run.clock += 1
+        yield from self.initialized(run)
+        run.clock += 1
+        if rng.random() < p.get_stream:
+            yield from self.open_stream(run)
         if rng.random() < 0.9:
             yield from self.call(run, method="tools/list")
-        return Outcome.SUCCESS
 
-    def stand_in(self, run: _Run) -> str:
-        # A hash of the client's host and user agent: clients on one host share it.
-        key = f"{run.host}|{run.profile.user_agent}".encode()
-        return "c-" + hashlib.sha256(key).hexdigest()[:10]
+    def initialized(self, run: _Run) -> Events:
+        """`notifications/initialized`: accepted (202), now and then with a 200 and a body."""
+        start, flow = run.clock, self.flow()
+        yield PostReceived(
+            flow, self.at(start), run.server, run.peer, run.headers, INITIALIZED, len(INITIALIZED)
+        )
+        end = start + round(self.rng.uniform(0.5, 6), 1)
+        if self.rng.random() < 0.05:
+            yield ResponseStarted(flow, self.at(end - 0.1), 200, JSON_HEADERS)
+            yield ResponseBody(flow, self.at(end), b"{}", 2)
+        else:
+            yield ResponseStarted(flow, self.at(end - 0.1), 202, NO_HEADERS)
+            yield ResponseBody(flow, self.at(end), b"", 0)
+        run.clock = end
 
-    def next_id(self, run: _Run) -> int:
+    def open_stream(self, run: _Run) -> Events:
+        """A GET event stream for the session: served by one server, 405 from the other."""
         assert run.session is not None
-        run.session.rpc_id += 1
-        return run.session.rpc_id
+        flow = self.flow()
+        headers = {
+            "user-agent": run.profile.user_agent,
+            "accept": SSE,
+            "mcp-session-id": run.session,
+            "mcp-protocol-version": run.protocol,
+        }
+        start = run.clock
+        yield OtherRequest(flow, self.at(start), "GET", run.server, run.peer, headers)
+        if run.server in GET_STREAM_SERVERS:
+            yield ResponseStarted(flow, self.at(start + 1.5), 200, SSE_HEADERS)
+            run.get_flow = flow
+        else:
+            yield ResponseStarted(flow, self.at(start + 1), 405, TEXT_HEADERS)
+            yield ResponseBody(flow, self.at(start + 1.5), b"Method Not Allowed", 18)
+        run.clock = start + 2
+
+    def end_stream(self, run: _Run) -> Events:
+        """The server closes the session's event stream (the session is over)."""
+        if run.get_flow is not None:
+            yield StreamEnded(run.get_flow, self.at(run.clock))
+            run.get_flow = None
 
     def call(
-        self, run: _Run, method: str | None = None, retry: dict[str, Any] | None = None
-    ) -> Iterator[dict[str, Any]]:
+        self,
+        run: _Run,
+        method: str | None = None,
+        retry: tuple[_Call, _Sent] | None = None,
+    ) -> Events:
         """One logical call and its retries; input-required turns are continued."""
         rng = self.rng
-        tool: tuple[str, str, float] | None = None
+        p = run.profile
+        prev: _Sent | None = None
         if retry is not None:  # repeated in a new session after a 404
-            method = retry["method"]
-            tool = _tool_named(retry["tool"]) if retry["tool"] else None
+            call, prev = retry
         elif method is None:
-            r = rng.random()
-            if r < 0.8:
-                method = "tools/call"
-                tool = (
+            if rng.random() < 0.8:
+                chosen = (
                     INPUT_TOOL
                     if run.protocol == MODERN and rng.random() < 0.15
                     else TOOLS[_weighted_index(rng, TOOL_WEIGHTS)]
                 )
+                call = self.new_call("tools/call", chosen)
             else:
-                method = rng.choice(("resources/list", "prompts/list", "ping"))
-        assert method is not None
-        prev: dict[str, Any] | None = retry
-        delay: float | None = None  # from the end of `prev` to the next attempt
+                call = _Call(rng.choice(("resources/list", "prompts/list", "ping")), None, None)
+        else:
+            call = _Call(method, None, None)
+        tool = call.tool
         origin = RetryOrigin.REINIT if retry is not None else RetryOrigin.NONE
         attempt = 2 if retry is not None else 1
-        statuses: list[int] = list(retry["httpStatuses"]) if retry is not None else []
         rpc_id = self.next_id(run)
-        continues: dict[str, Any] | None = None
+        continuing = False
         while True:
             injected = (
-                self.inject_rate > 0 and method == "tools/call" and rng.random() < self.inject_rate
+                self.inject_rate > 0
+                and call.method == "tools/call"
+                and rng.random() < self.inject_rate
             )
-            outcome = self.sample_outcome(method, attempt, injected)
-            if continues is None and tool is INPUT_TOOL and outcome == Outcome.TOOL_SUCCESS:
+            outcome = self.sample_outcome(call.method, attempt, injected)
+            if not continuing and tool is INPUT_TOOL and outcome == Outcome.TOOL_SUCCESS:
                 outcome = Outcome.INPUT_REQUIRED
-            elif continues is not None and outcome == Outcome.TOOL_SUCCESS and rng.random() < 0.2:
+            elif continuing and outcome == Outcome.TOOL_SUCCESS and rng.random() < 0.2:
                 outcome = Outcome.INPUT_REQUIRED  # a second round
+            error = None
             if (
                 prev is not None
-                and prev["outcome"] == Outcome.JSONRPC_ERROR
-                and prev["jsonrpc"]["errorCode"] == -32602
                 and origin != RetryOrigin.NONE
+                and prev.error is not None
+                and prev.outcome == Outcome.JSONRPC_ERROR
+                and prev.error[0] == -32602
             ):
-                outcome = Outcome.JSONRPC_ERROR  # same params, same answer
-            start = run.clock
-            response: dict[str, Any] | None = None
-            if (
+                outcome, error = Outcome.JSONRPC_ERROR, prev.error  # same params, same answer
+                injected = False  # the server answered before any rule could act
+            ask_user = (
                 run.protocol == LEGACY
                 and tool is not None
                 and tool[1] == "unsafe"
-                and rng.random() < 0.1
                 and outcome == Outcome.TOOL_SUCCESS
-            ):
-                # The server asks the user on the stream; the client answers in a POST.
-                response = self.server_request_answer(run, start)
-            rec = self.request(
-                run, start, method, tool, outcome=outcome, rpc_id=rpc_id, statuses=statuses
+                and rng.random() < 0.1
             )
-            if prev is not None and origin != RetryOrigin.NONE:
-                if outcome == Outcome.JSONRPC_ERROR and prev["outcome"] == Outcome.JSONRPC_ERROR:
-                    rec["jsonrpc"].update(
-                        errorCode=prev["jsonrpc"]["errorCode"],
-                        errorMessage=prev["jsonrpc"]["errorMessage"],
-                    )
-                self.mark_retry(rec, prev, origin, attempt, delay)
-            if continues is not None:
-                self.set_tracker(rec, continues=continues["id"])
-            if injected:
-                self.set_tracker(
-                    rec,
-                    injected={"rule": self.scenario or "fault", "action": _injected_action(rec)},
-                )
-            if response is not None:
-                yield response
-            run.clock = start + rec["durationMs"]
-            yield rec
-            if rec["outcome"] == Outcome.INPUT_REQUIRED:
+            # The server asks the user on the stream; the client answers in a POST.
+            sent = yield from self.attempt(
+                run, call, rpc_id, outcome, injected=injected, ask_user=ask_user, error=error
+            )
+            if sent.outcome == Outcome.INPUT_REQUIRED:
                 if rng.random() < 0.15:
                     return  # the user walked away
                 run.clock += self.duration(800.0)  # the user answers
-                continues, prev, origin, attempt = rec, None, RetryOrigin.NONE, 1
-                statuses, rpc_id = [], self.next_id(run)
+                params = {**(call.params or {}), "inputResponses": {"confirm": {"ok": True}}}
+                params["requestState"] = "booking-1"
+                call = _Call(call.method, tool, params)
+                continuing, prev, origin, attempt = True, None, RetryOrigin.NONE, 1
+                rpc_id = self.next_id(run)
                 continue
-            choice = self.retry_choice(rec, attempt)
+            choice = self.retry_choice(p, sent, attempt)
             if choice is None:
                 return
             origin, delay = choice
             run.clock += delay
-            prev, attempt = rec, attempt + 1
-            statuses = list(rec["httpStatuses"])
+            prev, attempt = sent, attempt + 1
             if origin == RetryOrigin.REISSUE:
                 rpc_id = self.next_id(run)
 
-    def retry_choice(self, rec: dict[str, Any], attempt: int) -> tuple[RetryOrigin, float] | None:
+    def retry_choice(
+        self, p: Profile, sent: _Sent, attempt: int
+    ) -> tuple[RetryOrigin, float] | None:
         """Whether and how this client retries a failed attempt: (origin, delay ms)."""
-        p = self.profile_of(rec)
-        outcome = rec["outcome"]
+        outcome = sent.outcome
         if attempt >= p.max_attempts or outcome in (
             Outcome.SUCCESS,
             Outcome.TOOL_SUCCESS,
@@ -563,9 +901,9 @@ class Generator:
         backoff = round(rng.uniform(50, 400) * attempt, 1)
         if outcome in UNCERTAIN and p.resend_uncertain:
             return (RetryOrigin.RESEND, backoff)
-        status = rec["httpStatuses"][-1] if rec["httpStatuses"] else None
+        status = sent.status
         if outcome == Outcome.HTTP_ERROR and p.reissue_http and status and status >= 429:
-            after = rec.get("retryAfterMs")
+            after = sent.retry_after_ms
             if after and rng.random() < p.honours_retry_after:
                 return (RetryOrigin.REISSUE, round(after + rng.uniform(5, 300), 1))
             return (RetryOrigin.REISSUE, backoff)
@@ -573,114 +911,112 @@ class Generator:
             return (RetryOrigin.REISSUE, backoff)
         return None
 
-    def profile_of(self, rec: dict[str, Any]) -> Profile:
-        return _PROFILE_BY_CLIENT[rec["client"]]
-
-    def mark_retry(
-        self,
-        rec: dict[str, Any],
-        prev: dict[str, Any],
-        origin: str,
-        attempt: int,
-        delay: float | None,
-    ) -> None:
-        rec["retryOrigin"] = origin
-        if origin == RetryOrigin.RESEND:
-            rec["jsonrpc"]["id"] = prev["jsonrpc"]["id"]
-        if self.legacy:
-            return
-        after = prev.get("retryAfterMs")
-        uncertain = prev["outcome"] in UNCERTAIN or (
-            prev["outcome"] == Outcome.HTTP_ERROR and prev["httpStatuses"][-1] >= 500
-        )
-        rec.update(
-            attempt=attempt,
-            retryOf=prev["id"],
-            retryDelayMs=delay if delay is not None else round(self.rng.uniform(5, 60), 1),
-            retryAfterHonored=None if after is None else (delay or 0) >= after,
-            unsafeRetry=rec.get("toolSafety") == "unsafe" and uncertain,
-        )
-
-    def server_request_answer(self, run: _Run, start: float) -> dict[str, Any]:
-        rng = self.rng
-        at = start + self.duration(20.0)
-        rec = self.base(run, "response", at, round(rng.uniform(0.5, 5), 1))
-        method = rng.choice(("elicitation/create", "sampling/createMessage", "roots/list"))
-        rec.update(
-            method=method,
-            httpStatuses=[202],
-            contentType=JSON,
-            jsonrpc={"id": rng.randint(0, 9), "errorCode": None, "errorMessage": None},
-        )
-        self.set_tracker(rec, serverMethod=method, answerMs=self.duration(400.0))
-        return rec
-
-    def expired(self, run: _Run) -> abc.Generator[dict[str, Any], None, dict[str, Any]]:
-        """The server forgot the session: the call gets 404, the proxy ends the session."""
-        rng = self.rng
-        tool = TOOLS[_weighted_index(rng, TOOL_WEIGHTS)]
-        rec = self.request(
-            run,
-            run.clock,
-            "tools/call",
-            tool,
-            outcome=Outcome.HTTP_ERROR,
-            rpc_id=self.next_id(run),
-            statuses=[],
-        )
-        rec["httpStatuses"] = [404]
-        rec["jsonrpc"].update(errorCode=None, errorMessage=None)
-        self.set_tracker(rec, retryAfterMs=None)
-        run.clock += rec["durationMs"]
-        yield rec
-        end = self.base(run, "session_end", run.clock, None)
-        self.set_tracker(end, endReason=EndReason.NOT_FOUND, sessionStats=self.stats(run))
-        assert run.session is not None
-        run.session.open = False
+    def expired(self, run: _Run) -> abc.Generator[Event, None, tuple[_Call, _Sent]]:
+        """The server forgot the session: a call gets 404 (the proxy ends the session),
+        and the session's event stream ends with it."""
+        tool = TOOLS[_weighted_index(self.rng, TOOL_WEIGHTS)]
+        call = self.new_call("tools/call", tool)
+        sent = yield from self.attempt(run, call, self.next_id(run), Outcome.HTTP_ERROR, status=404)
+        yield from self.end_stream(run)
         run.clock += self.duration(40.0)
-        yield end
-        return rec
+        return call, sent
 
-    def refused_delete(self, run: _Run) -> dict[str, Any]:
-        end = self.base(run, "session_end", run.clock, round(self.rng.uniform(0.5, 3), 1))
-        end["httpStatuses"] = [404]
-        end["notes"] = ["not_ended:404"]
-        self.set_tracker(end, endReason=EndReason.DELETE, sessionStats=self.stats(run))
-        return end
-
-    def close(self, run: _Run) -> Iterator[dict[str, Any]]:
-        if run.session is not None and run.session.sid.startswith("c-"):
-            return  # nothing to DELETE: the server keeps no session
-        if self.rng.random() < run.profile.deletes and run.session is not None:
-            end = self.base(run, "session_end", run.clock, round(self.rng.uniform(0.5, 4), 1))
-            end["httpStatuses"] = [200]
-            self.set_tracker(end, endReason=EndReason.DELETE, sessionStats=self.stats(run))
-            run.session.open = False
-            yield end
-        # Otherwise abandoned: the proxy ends it at shutdown, if it is still running.
-
-    def stats(self, run: _Run) -> dict[str, int]:
+    def delete(self, run: _Run, status: int) -> Events:
+        """DELETE the session; the server ends (200) or refuses (404) it."""
         assert run.session is not None
-        return {
-            "posts": run.session.posts,
-            "getStreams": self.rng.randint(0, 2),
-            "serverRequests": self.rng.randint(0, 2),
-            "serverNotifications": 0,
+        flow = self.flow()
+        start = run.clock
+        headers = {
+            "user-agent": run.profile.user_agent,
+            "mcp-session-id": run.session,
+            "mcp-protocol-version": run.protocol,
         }
+        yield OtherRequest(flow, self.at(start), "DELETE", run.server, run.peer, headers)
+        end = start + round(self.rng.uniform(0.5, 4 if status == 200 else 3), 1)
+        run.clock = start + 0.2
+        yield from self.end_stream(run)
+        yield ResponseStarted(flow, self.at(end - 0.1), status, NO_HEADERS)
+        yield ResponseBody(flow, self.at(end), b"", 0)
+        run.clock = end
 
-    def shutdown(self, run: _Run, at: float) -> dict[str, Any] | None:
-        s = run.sessions[-1] if run.sessions else None
-        if s is None or not s.open or s.sid.startswith("c-") or s.sid in self._ended:
-            return None  # stand-ins have no session for the proxy to end
-        self._ended.add(s.sid)
-        run.session = s
-        end = self.base(run, "session_end", at, None)
-        self.set_tracker(end, endReason=EndReason.SHUTDOWN, sessionStats=self.stats(run))
-        s.open = False
-        return end
+    def close(self, run: _Run) -> Events:
+        if run.session is None:
+            return  # nothing to DELETE: the server keeps no session
+        if self.rng.random() < run.profile.deletes:
+            yield from self.delete(run, 200)
+        # Otherwise abandoned: the proxy ends it when it has been idle, or at shutdown.
+
+    # ------------------------------------------------------------- the recording
+
+    def records(self, n_records: int, concurrency: int) -> Iterator[dict[str, Any]]:
+        """Merge the runs' events by time into the tracker; yield what it writes."""
+        rng = self.rng
+        handle = self.tracker.handle
+        weights = tuple(p.weight for p in PROFILES)
+        heap: list[tuple[float, int, Event, _Run, Events]] = []
+        seq = itertools.count()
+
+        def push(run: _Run, events: Events) -> bool:
+            event = next(events, None)
+            if event is None:
+                return False
+            heapq.heappush(heap, (event.ts, next(seq), event, run, events))
+            return True
+
+        def spawn(at: float) -> None:
+            profile = PROFILES[_weighted_index(rng, weights)]
+            n = next(self._runs)
+            if profile.protocol == MODERN:
+                # Three hosts: clients on one host with one user agent share a stand-in
+                # session (and, to the core, look alike).
+                host = f"10.0.0.{rng.randrange(3) + 1}"
+            else:  # a machine of its own
+                host = f"10.1.{n // 250 % 250}.{n % 250 + 1}"
+            run = _Run(profile, rng.choice(SERVERS), at, f"{host}:{40000 + n % 20000}")
+            if not push(run, self.run(run)):
+                raise AssertionError("a run without events")
+
+        last_start = 0.0
+        for _ in range(concurrency):
+            last_start += rng.expovariate(1 / 200.0)
+            spawn(last_start)
+        keep = self.keep
+        written = 0
+        now = self.epoch
+        next_tick = self.epoch + TICK_S
+        while heap and written < n_records:
+            now, _, event, run, events = heapq.heappop(heap)
+            emitted: list[Emitted] = []
+            while now >= next_tick:  # the adapter's clock, between hooks
+                emitted += handle(Tick(next_tick))
+                next_tick += TICK_S
+            emitted += handle(event)
+            for e in emitted:
+                record = keep(e.record)
+                if record is not None:
+                    written += 1
+                    yield record
+            if not push(run, events):  # the run ended: start another in its place
+                spawn(run.clock + rng.expovariate(1 / 200.0))
+        for e in handle(ProxyStopping(now)):  # the proxy stops: it writes what is open
+            record = keep(e.record)
+            if record is not None:
+                yield record
+
+    def keep(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The record as this recording has it (`legacy`: as an older addon wrote it)."""
+        if not self.legacy:
+            return record
+        if record["kind"] == Kind.STREAM:
+            return None
+        for name in TRACKER_FIELDS:
+            del record[name]
+        return record
 
 
-_PROFILE_BY_CLIENT = {p.client: p for p in PROFILES}
+def _headers_at(start: float, end: float) -> float:
+    """When the response headers of an exchange from `start` to `end` arrive."""
+    return start + (end - start) * 0.9
 
 
 def _weighted[T](rng: random.Random, table: tuple[tuple[T, int], ...]) -> T:
@@ -713,21 +1049,6 @@ def _error(rng: random.Random, method: str) -> tuple[int, str]:
     return table[-1][0], table[-1][1]
 
 
-def _tool_named(name: str) -> tuple[str, str, float]:
-    for t in (*TOOLS, INPUT_TOOL):
-        if t[0] == name:
-            return t
-    raise ValueError(name)
-
-
-def _injected_action(rec: dict[str, Any]) -> str:
-    if rec["outcome"] == Outcome.HTTP_ERROR:
-        return f"status:{rec['httpStatuses'][-1]}"
-    return {Outcome.STREAM_INCOMPLETE: "cut_stream", Outcome.NO_RESPONSE: "drop"}.get(
-        rec["outcome"], "delay"
-    )
-
-
 def generate(
     n_records: int,
     *,
@@ -738,7 +1059,8 @@ def generate(
     legacy: bool = False,
     start_epoch_ms: int = 1_796_050_800_000,
 ) -> Iterator[dict[str, Any]]:
-    """Yield `n_records` records, and a few more for the sessions open at the end.
+    """Yield `n_records` records, and a few more: those the last event finished, and
+    what the proxy writes when it stops (exchanges in flight, sessions still open).
 
     Ids are unique but, as in the addon's files, not in order: given at arrival,
     written at the end of each exchange.
@@ -753,60 +1075,11 @@ def generate(
         legacy=legacy,
         start_epoch_ms=start_epoch_ms,
     )
-    rng = gen.rng
-    weights = tuple(p.weight for p in PROFILES)
-    heap: list[tuple[float, int, _Run, Iterator[dict[str, Any]], dict[str, Any]]] = []
-    seq = itertools.count()
-    runs: list[_Run] = []
-    last_start = 0.0
-
-    def spawn(at: float) -> None:
-        profile = PROFILES[_weighted_index(rng, weights)]
-        run = _Run(profile, rng.choice(SERVERS), at, host=rng.randrange(3))
-        it = gen.run(run)
-        runs.append(run)
-        _push(run, it)
-
-    ids = itertools.count(1)
-
-    def _push(run: _Run, it: Iterator[dict[str, Any]]) -> None:
-        try:
-            rec = next(it)
-        except StopIteration:
-            return
-        # As the addon does: an id when the POST arrives, the line when its exchange ends,
-        # so ids are not in order in the file.
-        rec["id"] = next(ids)
-        start = rec.pop("_start")
-        end = start + (rec["durationMs"] or 0.0)
-        heapq.heappush(heap, (end, next(seq), run, it, rec))
-
-    for _ in range(concurrency):
-        last_start += rng.expovariate(1 / 200.0)
-        spawn(last_start)
-    written = 0
-    clock = 0.0
-    while heap and written < n_records:
-        clock, _, run, it, rec = heapq.heappop(heap)
-        written += 1
-        yield rec
-        before = len(heap)
-        _push(run, it)
-        if len(heap) == before:  # the run ended: start another in its place
-            runs.remove(run)
-            spawn(clock + rng.expovariate(1 / 200.0))
-    for run in runs:  # the proxy stops: it ends the sessions still open
-        end = gen.shutdown(run, clock)
-        if end is not None:
-            end.pop("_start")
-            end["id"] = next(ids)
-            yield end
+    return gen.records(n_records, concurrency)
 
 
 def write(path: Path, records: Iterator[dict[str, Any]]) -> int:
     """Write records as JSONL (gzip when the name ends in .gz); return how many."""
-    import gzip
-
     n = 0
     if path.name.endswith(".gz"):  # mtime 0: the same records give the same bytes
         f: Any = gzip.GzipFile(path, "wb", mtime=0)

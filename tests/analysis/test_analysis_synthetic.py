@@ -48,15 +48,19 @@ def test_links_point_back_and_counters_go_up() -> None:
     position = {r["id"]: i for i, r in enumerate(records)}
     posts: dict[str, list[int]] = defaultdict(list)
     for r in records:
-        if r["kind"] != "session_end" and r["session"]:
-            posts[r["session"]].append(r["postCount"])
+        if r["kind"] in ("request", "notification", "response") and r["session"]:
+            posts[r["session"]].append(r["postCount"])  # GET streams and DELETEs are no POSTs
         if r["retryOf"] is not None:
             prev = by_id[r["retryOf"]]
-            assert position[prev["id"]] < position[r["id"]]  # written before its retry
             assert prev["client"] == r["client"]
             assert prev["method"] == r["method"] and prev["tool"] == r["tool"]
             assert r["attempt"] == prev["attempt"] + 1
-            assert r["httpStatuses"][: len(prev["httpStatuses"])] == prev["httpStatuses"]
+            if r["retryDelayMs"] is not None:
+                # The previous attempt had ended when this one began. (Two look-alike
+                # clients on one host asking the same at once: the later is taken for a
+                # retry of the one still in flight, with no delay, as the core says.)
+                assert position[prev["id"]] < position[r["id"]]  # written before its retry
+                assert r["httpStatuses"][: len(prev["httpStatuses"])] == prev["httpStatuses"]
         if r["continues"] is not None:
             assert by_id[r["continues"]]["outcome"] == "INPUT_REQUIRED"
         if r["retryOrigin"] == "resend":
