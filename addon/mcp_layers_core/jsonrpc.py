@@ -139,11 +139,8 @@ def messages_of(value: object) -> list[dict[str, Any]] | None:
 def id_key(request_id: object) -> tuple[str, object]:
     """A dict key for a JSON-RPC id that keeps its JSON type: `"1"` and `1` differ."""
     # bool is an int in Python but never a valid JSON-RPC id; keep it apart too.
-    return (type(request_id).__name__, request_id if _hashable(request_id) else repr(request_id))
-
-
-def _hashable(value: object) -> bool:
-    return isinstance(value, str | int | float | bool) or value is None
+    hashable = isinstance(request_id, str | int | float | bool) or request_id is None
+    return (type(request_id).__name__, request_id if hashable else repr(request_id))
 
 
 def same_id(a: object, b: object) -> bool:

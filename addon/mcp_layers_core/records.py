@@ -23,7 +23,7 @@ from .finished import (
 )
 from .jsonrpc import NOT_JSON
 from .notes import NO_DETAIL, Note
-from .record import NoteCode, new_record
+from .record import LAYER_OF, Kind, NoteCode, new_record
 from .redact import error_message, redact_json
 
 #: Longest note a peer's data can make (an unexpected response id is the server's).
@@ -59,6 +59,10 @@ def iso_ms(ts: float) -> str:
 
 def duration_ms(start: float, end: float | None) -> float | None:
     return None if end is None else round(max(0.0, end - start) * 1000, 1)
+
+
+def _duration_ms(start: float, end: float) -> float:
+    return round(max(0.0, end - start) * 1000, 1)
 
 
 def base_record(
@@ -170,7 +174,7 @@ def add_sse(record: dict[str, Any], s: SseSummary) -> None:
 def session_record(f: FinishedSession) -> dict[str, Any]:
     record = base_record(
         record_id=f.record_id,
-        kind="session_end",
+        kind=Kind.SESSION_END,
         ts=f.started,
         end_ts=f.ended,
         server=f.server,
@@ -198,28 +202,28 @@ def session_record(f: FinishedSession) -> dict[str, Any]:
 def _flow_record(
     head: Head, record_id: int, method: str | None, tool: str | None
 ) -> dict[str, Any]:
-    record = base_record(
-        record_id=record_id,
+    # `new_record` directly, not through `base_record`: this runs once per record.
+    return new_record(
+        id=record_id,
         kind=head.kind,
-        ts=head.started,
-        end_ts=head.ended,
+        ts=iso_ms(head.started),
+        durationMs=_duration_ms(head.started, head.ended),
         server=head.server,
         session=head.session,
         client=head.client,
-        user_agent=head.user_agent,
-        protocol_version=head.protocol_version,
+        userAgent=head.user_agent,
+        protocolVersion=head.protocol_version,
         method=method,
         tool=tool,
-        post_count=head.post_count,
-        http_statuses=[] if head.status is None else [head.status],
-        content_type=head.content_type,
+        postCount=head.post_count,
+        httpStatuses=[] if head.status is None else [head.status],
+        contentType=head.content_type,
         scenario=head.scenario,
+        injected=head.injected,
+        requestHeaders=list(head.header_names),
+        accept=list(head.accept),
+        notes=[render_note(n) for n in head.notes],
     )
-    record["injected"] = head.injected
-    record["requestHeaders"] = list(head.header_names)
-    record["accept"] = list(head.accept)
-    record["notes"] = render_notes(head.notes)
-    return record
 
 
 def render_notes(notes: tuple[Note, ...]) -> list[str]:
@@ -240,16 +244,17 @@ def render_note(note: Note) -> str:
 
 def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) -> None:
     """Fill the classification fields of a request record."""
+    message = verdict.error_message
     record["jsonrpc"] = {
         "id": request_id,
         "errorCode": verdict.error_code,
-        "errorMessage": error_message(verdict.error_message),
+        "errorMessage": None if message is None else error_message(message),
     }
     record["resultType"] = verdict.result_type
     record["isError"] = verdict.is_error
     # `str()`: the plain value, without the two Python calls of an enum's `.value`.
     record["outcome"] = str(verdict.outcome)
-    record["layer"] = str(verdict.layer)
+    record["layer"] = str(LAYER_OF[verdict.outcome])
     if verdict.note is not None:
         record["notes"].append(render_note(verdict.note))
 

@@ -19,6 +19,7 @@ successor.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -88,7 +89,8 @@ class SessionBook:
         #: key -> end reason of sessions forgotten after their end (bounded like the book).
         self._gone: OrderedDict[str, EndReason] = OrderedDict()
         self.dropped: list[Session] = []
-        self._next_idle_check = 0.0
+        #: `idle` finds nothing before this time (the tracker skips the call till then).
+        self.next_idle_check = 0.0
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -110,7 +112,7 @@ class SessionBook:
     @idle_s.setter
     def idle_s(self, value: float) -> None:
         self._idle_s = value
-        self._next_idle_check = 0.0  # look again with the new time
+        self.next_idle_check = 0.0  # look again with the new time
 
     @property
     def ended_memo(self) -> int:
@@ -184,7 +186,10 @@ class SessionBook:
         """Forget the sessions idle for `idle_s` at `now`; return the live ones among them
         (just ended `idle`), at most `limit` per call (the rest on a later call)."""
         self.now = now
-        if not self._idle_s or now < self._next_idle_check:
+        if not self._idle_s:
+            self.next_idle_check = math.inf  # switched off: nothing is ever due
+            return []
+        if now < self.next_idle_check:
             return []  # the usual case: one comparison per event
         ended: list[Session] = []
         sessions = self._sessions
@@ -200,11 +205,11 @@ class SessionBook:
         # The front is the least recently seen (to within TOUCH_EVERY_S): nothing else
         # can be idle before it is.
         if len(ended) >= limit:
-            self._next_idle_check = now
+            self.next_idle_check = now
         elif sessions:
-            self._next_idle_check = next(iter(sessions.values())).last_seen + self._idle_s
+            self.next_idle_check = next(iter(sessions.values())).last_seen + self._idle_s
         else:
-            self._next_idle_check = now + self._idle_s
+            self.next_idle_check = now + self._idle_s
         return ended
 
     def take_dropped(self) -> list[Session]:

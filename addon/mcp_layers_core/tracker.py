@@ -84,7 +84,7 @@ from .retries import (
     is_continuation,
     message_digest,
 )
-from .sessions import Identity, Session, SessionBook
+from .sessions import TOUCH_EVERY_S, Identity, Session, SessionBook
 from .settings import Settings
 from .streams import Answer, Asked, Carrier, Endpoint, RefusedBatch, is_unnamed_error
 from .versions import (
@@ -95,6 +95,9 @@ from .versions import (
     resumes_streams,
 )
 from .waiting import Unclaimed, WaitingRoom
+
+#: The events of a flow the tracker follows (the rest open an exchange, or none).
+FlowEvent = ResponseStarted | ResponseBody | StreamChunk | StreamEnded | FlowFailed
 
 __all__ = [
     "TRANSITIONS",
@@ -199,43 +202,55 @@ class Tracker:
 
     def handle(self, event: Event) -> list[Emitted]:
         """Advance the state with one event; return the records it finished (maybe none)."""
-        out = self._handle(event)
+        ts = event.ts
+        if isinstance(event, ProxyStopping):
+            out = self._stop(event)
+        elif isinstance(event, (PostReceived, OtherRequest, Tick)):
+            out = self._expire(ts) if self._expiring(ts) else []
+            if isinstance(event, PostReceived):
+                out += self._post(event)
+            elif isinstance(event, OtherRequest):
+                out += self._other(event)
+        elif (x := self._exchanges.get(event.flow)) is None:
+            return []  # not MCP, or already written (an error hook after shutdown)
+        else:
+            out = self._flow_event(x, event)
         if self.sessions.dropped:
             # Sessions the book's cap pushed out while it took this event: their end is
             # written now, not at shutdown.
-            out += self._end_sessions(self.sessions.take_dropped(), event.ts)
+            out += self._end_sessions(self.sessions.take_dropped(), ts)
         return out
 
-    def _handle(self, event: Event) -> list[Emitted]:
-        if isinstance(event, PostReceived):
-            return self._expire(event.ts) + self._post(event)
-        if isinstance(event, OtherRequest):
-            return self._expire(event.ts) + self._other(event)
-        if isinstance(event, ProxyStopping):
-            return self._stop(event)
-        if isinstance(event, Tick):
-            return self._expire(event.ts)
-        x = self._exchanges.get(event.flow)
-        if x is None:
-            return []  # not MCP, or already written (an error hook after shutdown)
-        self.sessions.touch(x.session, event.ts)
+    def _expiring(self, now: float) -> bool:
+        """Is a session's idle time or a wait's window possibly up at `now`? (Asked on
+        every request and stream chunk, answered without a call into the books.)"""
+        self.sessions.now = now
+        waiting = self._waiting
+        return now >= self.sessions.next_idle_check or bool(waiting.parked or waiting.unclaimed)
+
+    def _flow_event(self, x: Exchange, event: FlowEvent) -> list[Emitted]:
+        """An event of a tracked flow: the table moves it, then the event is read."""
+        ts = event.ts
+        session = x.session
+        if ts - session.last_seen > TOUCH_EVERY_S:
+            self.sessions.touch(session, ts)
         nxt = TRANSITIONS[x.phase].get(type(event))
         if nxt is None:
             nxt = step(x.phase, type(event), event.flow)  # raises LocalUsageError, named
         if nxt is not Phase.DONE:
             x.phase = nxt  # DONE is entered by `_finish` alone, once
         if isinstance(event, StreamChunk):
-            # Parked requests expire on any traffic, not only on the next request.
-            return self._expire(event.ts) + self._chunk(x, event.data, event.ts)
+            # Waits expire on any traffic, not only on the next request.
+            out = self._expire(ts) if self._expiring(ts) else []
+            return out + self._chunk(x, event.data, ts)
         if isinstance(event, ResponseStarted):
             self._headers(x, event)
             return []
         if isinstance(event, ResponseBody):
-            return self._body(x, event) + self._finish(x, event.ts)
+            return self._body(x, event) + self._finish(x, ts)
         if isinstance(event, StreamEnded):
             framed = x.stream is None or x.stream.framed
-            return self._stream_closed(x, StreamEnd.COMPLETE if framed else StreamEnd.EOF, event.ts)
-        assert isinstance(event, FlowFailed)
+            return self._stream_closed(x, StreamEnd.COMPLETE if framed else StreamEnd.EOF, ts)
         return self._failed(x, event)
 
     # -- requests ---------------------------------------------------------------------
@@ -244,14 +259,15 @@ class Tracker:
         messages = post_messages(ev.body, self._settings.max_body_bytes)
         if messages is None:
             return []
-        out = self._evict_if_full(ev.ts)
+        out = self._evict_if_full(ev.ts) if self._full() else []
         user_agent = ev.headers.get("user-agent")
         agent = (host(ev.peer), user_agent)
         requests = [m for m in messages if is_request(m)]
         first = requests[0] if requests else messages[0]
-        out += self._release_held(
-            agent, negotiation=first.get("method") == "initialize", why=Cause.CLIENT_RETURNED
-        )
+        if self._waiting.held:
+            out += self._release_held(
+                agent, negotiation=first.get("method") == "initialize", why=Cause.CLIENT_RETURNED
+            )
         session = self._who.session_for(
             ev.headers.get("mcp-session-id"),
             ev.query_session,
@@ -353,7 +369,7 @@ class Tracker:
             kind = Kind.STREAM
         else:
             return []
-        out = self._evict_if_full(ev.ts)
+        out = self._evict_if_full(ev.ts) if self._full() else []
         user_agent = ev.headers.get("user-agent")
         named = named_version(None, ev.headers)
         session = self._who.session_for(
@@ -659,10 +675,10 @@ class Tracker:
         return out
 
     def _expire(self, now: float) -> list[Emitted]:
-        idle = self.sessions.idle(now)  # one comparison, unless a session may be idle
+        idle = self.sessions.idle(now)
         out = self._end_sessions(idle, now) if idle else []
-        if not self._waiting.parked and not self._waiting.unclaimed:
-            return out  # the usual case, on every request and every stream chunk
+        if not self._waiting.waits():
+            return out
         for parked in self._waiting.expire(now):
             out += self._finish_parked(parked, now, NoteCode.NOT_RESUMED)
         return out
@@ -716,6 +732,9 @@ class Tracker:
         for parked in self._waiting.drain(ProxyStopping):
             out += self._finish_parked(parked, ts, NoteCode.PROXY_SHUTDOWN)
         return out
+
+    def _full(self) -> bool:
+        return len(self._exchanges) >= self._settings.max_pending
 
     def _evict_if_full(self, ts: float) -> list[Emitted]:
         out: list[Emitted] = []
