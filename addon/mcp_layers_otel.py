@@ -31,6 +31,7 @@ from mcp_layers_core.otel_map import (
     Measurement,
     SpanMapper,
 )
+from mcp_layers_core.tracker import Emitted
 
 QUEUE_RECORDS: Final = 4096
 BATCH_RECORDS: Final = 256
@@ -148,6 +149,14 @@ class LiveExporter:
                         "mcp-layers: OTLP export queue full (collector slow or down?); "
                         "records are dropped from the export (the recording keeps them)"
                     )
+
+    def take(self, emitted: list[Emitted], hooked: str | None) -> None:
+        """The recorder's subscriber interface (`mcp_layers_subscribers.Subscriber`):
+        finished records are submitted as they come."""
+        self.submit([e.record for e in emitted])
+
+    def flush(self) -> None:
+        """A batch ended: nothing to do, the worker sends on its own clock."""
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Send what is queued, within `timeout_s`, then stop (abandoning the rest)."""

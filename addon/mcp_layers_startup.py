@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from mcp_layers_core import options
 from mitmproxy import exceptions, optmanager
@@ -45,6 +46,25 @@ def check_updated(opts: optmanager.OptManager, updated: set[str], names: frozens
             options.check(name, getattr(opts, name))
         except options.OptionValueError as e:
             raise exceptions.OptionsError(str(e)) from None
+
+
+def writable_dir(value: str) -> Path:
+    """`mcp_record_dir` made (`0700`) if it is not there, or an `OptionsError` that says
+    what to write instead."""
+    path = Path(value).expanduser()
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        raise exceptions.OptionsError(
+            f"mcp_record_dir: cannot create {str(path)!r} ({e.strerror}); "
+            f"point it at a writable directory, e.g. --set mcp_record_dir=./recordings"
+        ) from e
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise exceptions.OptionsError(
+            f"mcp_record_dir: {str(path)!r} is not a writable directory; "
+            f"point it at one, e.g. --set mcp_record_dir=./recordings"
+        )
+    return path
 
 
 def configure_or_refuse(configure: Callable[[], None], refuse_at_startup: bool) -> None:

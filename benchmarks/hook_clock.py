@@ -74,7 +74,7 @@ _gc_start = [0]
 gc.callbacks.append(_gc_clock)
 mcp_layers = _load()
 recorder = mcp_layers.recorder
-recorder.flush = _timed("batch", recorder.flush)
+recorder.queue.flush = _timed("batch", recorder.queue.flush)  # every batch runs through it
 _tap_call = mcp_layers.StreamTap.__call__
 mcp_layers.StreamTap.__call__ = _timed("stream tap", _tap_call)
 for index, addon in enumerate(mcp_layers.addons):

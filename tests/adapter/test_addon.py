@@ -11,6 +11,7 @@ from typing import Any
 
 import mcp_layers
 import mcp_layers_faults
+import mcp_layers_flows
 import pytest
 from mitmproxy import exceptions, http
 from mitmproxy.test import taddons, tflow, tutils
@@ -230,13 +231,17 @@ def test_gzip_body_is_inflated_only_up_to_the_cap() -> None:
     bomb = gzip.compress(b"0" * (4 * 1024 * 1024))  # 4 MiB of zeros in ~4 KiB
     req = tutils.treq(method=b"POST", path=b"/mcp", content=bomb)
     req.headers["content-encoding"] = "gzip"
-    picked = mcp_layers._pick(req.headers.fields, mcp_layers._REQUEST_NAMES)
-    assert mcp_layers._content(req.raw_content, picked, 1024 * 1024) is None
-    assert mcp_layers._content(req.raw_content, picked, 8 * 1024 * 1024) == b"0" * (4 * 1024 * 1024)
+    picked = mcp_layers_flows.pick(req.headers.fields, mcp_layers_flows.REQUEST_NAMES)
+    assert mcp_layers_flows.content(req.raw_content, picked, 1024 * 1024) is None
+    assert mcp_layers_flows.content(req.raw_content, picked, 8 * 1024 * 1024) == b"0" * (
+        4 * 1024 * 1024
+    )
     req.headers["content-encoding"] = "br"
     assert (
-        mcp_layers._content(
-            req.raw_content, mcp_layers._pick(req.headers.fields, mcp_layers._REQUEST_NAMES), 10**9
+        mcp_layers_flows.content(
+            req.raw_content,
+            mcp_layers_flows.pick(req.headers.fields, mcp_layers_flows.REQUEST_NAMES),
+            10**9,
         )
         is None
     )

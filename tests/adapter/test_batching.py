@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import mcp_layers
+import mcp_layers_batch
 from mitmproxy import http
 from mitmproxy.test import taddons, tflow, tutils
 
@@ -93,7 +94,7 @@ def test_batches_write_the_same_records_in_the_same_order_after_the_answers() ->
             addon.running()
             flows = drive(addon, 12)  # 36 steps: fewer than a batch, so the delay runs it
             during = out.getvalue()
-            await asyncio.sleep(mcp_layers.BATCH_DELAY_S * 5)
+            await asyncio.sleep(mcp_layers_batch.BATCH_DELAY_S * 5)
             after_delay = _lines(out)
             comments = [f.comment for f in flows]
             addon.done()
@@ -133,18 +134,18 @@ def test_a_full_queue_runs_soon_and_stays_bounded() -> None:
             tctx.configure(addon, mcp_scenario="batch")
             addon.running()
             drive(addon, 30)  # 90 steps: past a batch
-            await asyncio.sleep(mcp_layers.BATCH_SOON_S * 5)
+            await asyncio.sleep(mcp_layers_batch.BATCH_SOON_S * 5)
             soon = len(_lines(out))
             # A loop that never gets round to it: the hooks run the batch themselves.
-            drive(addon, mcp_layers.MAX_QUEUED_OPS)
-            queued = len(addon._ops)
+            drive(addon, mcp_layers_batch.MAX_QUEUED_OPS)
+            queued = len(addon.queue.steps)
             addon.done()
             return soon, queued, len(_lines(out))
 
     soon, queued, total = asyncio.run(scenario())
     assert soon >= 20  # well before the 20 ms delay
-    assert queued <= mcp_layers.MAX_QUEUED_OPS
-    assert total == 30 + mcp_layers.MAX_QUEUED_OPS + 2  # + the two sessions' end records
+    assert queued <= mcp_layers_batch.MAX_QUEUED_OPS
+    assert total == 30 + mcp_layers_batch.MAX_QUEUED_OPS + 2  # + the two sessions' end records
 
 
 def test_stream_chunks_waiting_are_bounded_in_bytes() -> None:
@@ -162,11 +163,72 @@ def test_stream_chunks_waiting_are_bounded_in_bytes() -> None:
             most = 0
             for _ in range(200):  # 13 MB through the tap, no loop turn in between
                 assert f.response.stream(piece) is piece
-                most = max(most, addon.queued_bytes)
-            queued = len(addon._ops)
+                most = max(most, addon.queue.queued_bytes)
+            queued = len(addon.queue.steps)
             addon.done()
             return most, queued
 
     most, queued = asyncio.run(scenario())
-    assert most <= mcp_layers.MAX_QUEUED_BYTES + 65_004
+    assert most <= mcp_layers_batch.MAX_QUEUED_BYTES + 65_004
     assert queued < 200
+
+
+class _Updates:
+    """mitmproxy's `update` event: each call, the flows it names."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def update(self, flows: list[Any]) -> None:
+        self.calls.append(len(flows))
+
+
+def test_a_batch_is_written_once_and_mitmproxy_told_once_of_its_flows() -> None:
+    async def scenario() -> tuple[list[int], int, list[int], list[str]]:
+        out = io.BytesIO()
+        addon = mcp_layers.Recorder(outfile=out)
+        updates = _Updates()
+        with taddons.context(addon, updates) as tctx:
+            tctx.configure(addon, mcp_scenario="batch")
+            addon.running()
+            writes: list[int] = []
+            writer = addon.recording.writer
+            write = writer.write
+
+            def counted(records: list[dict[str, Any]]) -> None:
+                writes.append(len(records))
+                write(records)
+
+            writer.write = counted  # type: ignore[method-assign]
+            flows = drive(addon, 12)  # 36 steps: one batch
+            assert writes == [] and updates.calls == []
+            await asyncio.sleep(mcp_layers_batch.BATCH_DELAY_S * 5)
+            written, calls = list(writes), list(updates.calls)
+            comments = [f.comment for f in flows]
+            addon.done()
+        return written, len(_lines(out)), calls, comments
+
+    writes, lines, calls, comments = asyncio.run(scenario())
+    assert len(writes) == 1 and writes[0] >= 12  # the batch's records, in one write
+    assert lines > writes[0]  # and the sessions `done` ended, in another
+    assert calls == [12]  # one `update` for the twelve flows the batch commented
+    assert all(comments)
+
+
+def test_the_otlp_export_is_a_subscriber_and_a_failing_one_stops_no_other() -> None:
+    out = io.BytesIO()
+    addon = mcp_layers.Recorder(outfile=out)
+    exporter = mcp_layers.LiveExporter("http://127.0.0.1:4318", {}, "run", warn=print)
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, mcp_scenario="batch")
+        addon.exporter = exporter  # as `mcp_otlp_endpoint` does, without its worker
+        addon._subscribe()
+        flows = drive(addon, 3)
+        assert exporter._queue.qsize() == 3  # each record, as it was finished
+        exporter.submit = None  # type: ignore[assignment, method-assign]  # now it breaks
+        flows += drive(addon, 3)
+        assert addon.errors == 3 and exporter._queue.qsize() == 3
+        addon.exporter = None
+        addon.done()
+    assert sum(json.loads(line)["kind"] == "request" for line in out.getvalue().splitlines()) == 6
+    assert all(f.comment for f in flows)

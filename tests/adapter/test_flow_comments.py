@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import mcp_layers
+import mcp_layers_subscribers
 import pytest
 from mitmproxy import flow as mflow
 from mitmproxy import http
@@ -61,7 +62,7 @@ def test_a_tool_error_is_commented_and_marked_without_touching_the_bytes(run: An
     (rec,) = records(run.out)
     assert f.comment == f"#{rec['id']} TOOL_ERROR · application · tools/call echo"
     assert f.marked == ":warning:"
-    assert f.metadata[mcp_layers.RECORDS_KEY] == [rec["id"]]
+    assert f.metadata[mcp_layers_subscribers.RECORDS_KEY] == [rec["id"]]
     assert f.request.content == CALL and f.response.content == ERROR
     assert run.updates.flows == []  # its own hook: mitmproxy updates the view itself
 
@@ -94,7 +95,7 @@ def test_a_held_probe_is_commented_when_the_next_post_releases_it(run: Any) -> N
     probe = post_flow(rpc(1, "server/discover"), {"user-agent": "py"})
     exchange(run, probe, 400, UNSUPPORTED)
     assert records(run.out) == []  # held: negotiation or not?
-    assert probe.comment == mcp_layers.PENDING_COMMENT and probe.marked == ""
+    assert probe.comment == mcp_layers_subscribers.PENDING_COMMENT and probe.marked == ""
     init = post_flow(
         rpc(2, "initialize", protocolVersion="2025-11-25", capabilities={}, clientInfo={}),
         {"user-agent": "py"},
@@ -108,7 +109,7 @@ def test_a_held_probe_is_commented_when_the_next_post_releases_it(run: Any) -> N
     assert probe.marked == ""  # negotiation is not a failure
     assert init.comment == ""
     assert run.updates.flows == [probe]  # a later record: mitmweb is told
-    assert probe.id not in run._live and not run._awaiting  # its record is out
+    assert probe.id not in run.comments._live and not run.comments._awaiting  # its record is out
 
 
 def test_an_injected_fault_is_marked_as_injected(run: Any) -> None:
@@ -131,7 +132,7 @@ def test_notification_and_delete_are_commented(run: Any) -> None:
     assert note.comment == f"#{rec_note['id']} notification · notifications/initialized · 202"
     assert delete.comment == f"#{rec_end['id']} session end · delete · 200"
     assert not note.marked and not delete.marked
-    assert not run._live and not run._awaiting  # every flow's record is out
+    assert not run.comments._live and not run.comments._awaiting  # every flow's record is out
 
 
 def test_a_flow_open_at_shutdown_is_commented_before_it_is_saved(run: Any) -> None:
@@ -150,7 +151,7 @@ def test_comments_can_be_switched_off(run: Any) -> None:
     exchange(run, f, 200, ERROR)
     assert len(records(run.out)) == 1
     assert (f.comment, f.marked) == ("", "")
-    assert mcp_layers.RECORDS_KEY not in f.metadata
+    assert mcp_layers_subscribers.RECORDS_KEY not in f.metadata
 
 
 def test_a_failing_comment_never_reaches_mitmproxy(
@@ -159,7 +160,7 @@ def test_a_failing_comment_never_reaches_mitmproxy(
     def broken(record: dict[str, Any]) -> str:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(mcp_layers, "comment_of", broken)
+    monkeypatch.setattr(mcp_layers_subscribers, "comment_of", broken)
     f = post_flow()
     exchange(run, f, 200, OK)
     assert len(records(run.out)) == 1 and run.errors == 1
@@ -204,9 +205,9 @@ def test_a_2024_11_05_answer_in_another_event_type_is_commented_on_its_post(
     run.responseheaders(_now(post))
     run.response(post)
     if not answer_first:
-        assert post.comment == mcp_layers.PENDING_COMMENT
+        assert post.comment == mcp_layers_subscribers.PENDING_COMMENT
         get.response.stream(hidden)
     (rec,) = [r for r in records(run.out) if r["kind"] == "request"]
     assert rec["outcome"] == "TRANSPORT_VIOLATION" and "sse_event_type:result" in rec["notes"]
     assert post.comment.startswith(f"#{rec['id']} TRANSPORT_VIOLATION")
-    assert post.metadata[mcp_layers.RECORDS_KEY] == [rec["id"]]
+    assert post.metadata[mcp_layers_subscribers.RECORDS_KEY] == [rec["id"]]
