@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,8 @@ def test_otlp_settings_parse() -> None:
     }
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
 
 
 def test_the_readme_options_table_is_the_one_generated_from_the_specs() -> None:
@@ -123,3 +125,20 @@ def test_each_default_and_example_is_a_good_value(name: str) -> None:
     options.check(name, spec.default)
     options.parse(name, [spec.example.strip("'")])
     assert spec.help and spec.meaning and "\n" not in spec.help + spec.meaning
+
+
+def test_every_option_row_elsewhere_in_the_docs_names_an_option_and_its_default() -> None:
+    """A topic's own table (docs/otel.md) may say more of an option, not another name or
+    another default."""
+    rows = [
+        (path.name, line.split("|")[1:3])
+        for path in sorted((REPO / "docs").glob("*.md"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.match(r"\| `mcp_[a-z_]+` \|", line)
+    ]
+    assert rows, "the scan found no options table"
+    for doc, (name, default) in rows:
+        name = name.strip().strip("`")
+        assert name in options.SPECS, f"{doc}: {name} is not an option"
+        shown = options.markdown_table().split(f"| `{name}` | ")[1].split(" |")[0]
+        assert default.strip().startswith(shown), f"{doc}: {name} defaults to {shown}"
