@@ -152,6 +152,8 @@ class Recorder:
         if "save_stream_file" in updated and self._running:
             self._choose_timing()
         check_updated(opts, updated, options.RECORDER_OPTIONS)
+        if "scripts" in updated and self.comments is not None:
+            self.comments.listeners_changed()
         if "mcp_flow_comments" in updated:
             if not opts.mcp_flow_comments:
                 self.comments = None

@@ -15,6 +15,7 @@ from mcp_layers_core.flow_comment import comment_of, mark_of
 from mcp_layers_core.jsonl import RecordWriter
 from mcp_layers_core.tracker import Emitted
 from mitmproxy import ctx, hooks, http
+from mitmproxy.addonmanager import traverse
 
 
 class Subscriber(Protocol):
@@ -81,6 +82,9 @@ class FlowComments:
         #: The proxy is stopping: flows are still commented (before `save` writes them),
         #: but mitmproxy is told nothing more.
         self.stopping = False
+        #: Does any loaded addon handle `update` (mitmweb's and the console's flow view,
+        #: a user's script)? None: not looked yet (`listeners_changed` asks again).
+        self._listened: bool | None = None
 
     def seen(self, flow_id: str, ref: weakref.ref[http.HTTPFlow]) -> None:
         """An MCP flow's request: its records will be commented on it."""
@@ -130,7 +134,24 @@ class FlowComments:
         changed = self._changed
         if changed:
             self._changed = []
-            ctx.master.addons.trigger(hooks.UpdateHook(changed))
+            if self._anyone_listens():
+                ctx.master.addons.trigger(hooks.UpdateHook(changed))
+
+    def listeners_changed(self) -> None:
+        """Addons were loaded or dropped (`scripts` changed): look for listeners again."""
+        self._listened = None
+
+    def _anyone_listens(self) -> bool:
+        """Whether an `update` event would reach anyone. mitmdump has no flow view: there
+        the event costs a walk of its ~36 addons per batch (about 46 Python calls per
+        exchange, `benchmarks/call_count.py`) for nobody. Decided by mitmproxy's own test
+        (a callable `update` on an addon or a child), once until `scripts` changes."""
+        if self._listened is None:
+            self._listened = any(
+                callable(getattr(a, "update", None))
+                for a in traverse(ctx.master.addons.chain)  # type: ignore[no-untyped-call]
+            )
+        return self._listened
 
     def clear(self) -> None:
         self._live.clear()

@@ -14,7 +14,7 @@ import mcp_layers
 import mcp_layers_subscribers
 import pytest
 from mitmproxy import flow as mflow
-from mitmproxy import http
+from mitmproxy import hooks, http
 from mitmproxy.test import taddons, tflow, tutils
 from test_addon import CALL, OK, post_flow, records, respond
 
@@ -110,6 +110,21 @@ def test_a_held_probe_is_commented_when_the_next_post_releases_it(run: Any) -> N
     assert init.comment == ""
     assert run.updates.flows == [probe]  # a later record: mitmweb is told
     assert probe.id not in run.comments._live and not run.comments._awaiting  # its record is out
+
+
+def test_no_update_event_is_sent_when_no_addon_listens() -> None:
+    """mitmdump has no flow view: the once-per-batch `update` would reach nobody, so it
+    is not sent (the comment is still set, and saved with the flow)."""
+    recorder = mcp_layers.Recorder(outfile=io.BytesIO())
+    with taddons.context(recorder) as tctx:
+        sent: list[object] = []
+        trigger = tctx.master.addons.trigger
+        tctx.master.addons.trigger = lambda event: (sent.append(event), trigger(event))[1]
+        probe = post_flow(rpc(1, "server/discover"), {"user-agent": "py"})
+        exchange(recorder, probe, 400, UNSUPPORTED)
+        recorder.request(post_flow(rpc(2, "initialize", capabilities={}), {"user-agent": "py"}))
+        assert "negotiation probe" in probe.comment  # a later record, commented all the same
+        assert not [e for e in sent if isinstance(e, hooks.UpdateHook)]
 
 
 def test_an_injected_fault_is_marked_as_injected(run: Any) -> None:
