@@ -207,8 +207,10 @@ SPECS: Final[dict[str, Spec]] = {
         "bool",
         False,
         "Write Mcp-Session-Id values as they are instead of a stable hash "
-        "(they can be credentials).",
-        "write `Mcp-Session-Id` values as they are instead of a stable hash",
+        "(they can be credentials). An id beginning 'c-' is hashed all the same: "
+        "'c-' marks a client's stand-in session.",
+        "write `Mcp-Session-Id` values as they are instead of a stable hash (an id "
+        "beginning `c-` is hashed all the same: `c-` marks a client's stand-in)",
         "true",
     ),
     "mcp_flow_comments": Spec(
