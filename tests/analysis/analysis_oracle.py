@@ -139,7 +139,7 @@ def retries(
                 continue
             prev = by_id.get(r["retryOf"]) if r.get("retryOf") is not None else None
             cont = by_id.get(r["continues"]) if r.get("continues") is not None else None
-            if prev is not None and prev["outcome"] not in SUCCESSISH:
+            if prev is not None and prev["outcome"] not in SUCCESSISH and not _refused_probe(prev):
                 successors[prev["id"]].append(r["id"])
             if cont is not None and cont["outcome"] == "INPUT_REQUIRED":
                 successors[cont["id"]].append(r["id"])
@@ -196,6 +196,22 @@ def retries(
         if any(p > pos for p in reinit_after.get(session, [])):
             figs[g]["reinitialised"] += 1
     return figs
+
+
+def _refused_probe(r: dict[str, Any]) -> bool:
+    """A negotiation probe's refusal is no failure, so nothing retries it (a look-alike
+    client's probe the core links to it as a resend, say), unless it is linked some other
+    way: as `queries._links` has it."""
+    probe = r.get("negotiation") is True or r.get("method") == "server/discover"
+    statuses = r.get("httpStatuses") or []
+    linked = (
+        r["outcome"] == "INPUT_REQUIRED"
+        or (bool(statuses) and statuses[-1] == 404)
+        or r.get("retryOf") is not None
+        or r.get("continues") is not None
+        or (r.get("method") == "initialize" and bool(r.get("previousSession")))
+    )
+    return probe and not linked
 
 
 def _reaches_completion(

@@ -18,6 +18,13 @@ from mcp_layers_analysis.errors import NewerRecordVersion
 from mcp_layers_analysis.filters import Filters
 from mcp_layers_analysis.limits import MAX_REPORTED_BAD_LINES
 from mcp_layers_analysis.load import Report
+from mcp_layers_core.record import is_issued_session
+
+#: What the synthetic recording holds, read from it: its records' count, the ids of its
+#: first two lines, and a session the server issued.
+RECORDS = [orjson.loads(line) for line in SYNTHETIC.read_bytes().splitlines()]
+FIRST_IDS = [(0, r["id"]) for r in RECORDS[:2]]
+ISSUED = next(r["session"] for r in RECORDS if is_issued_session(r["session"]))
 
 
 @pytest.fixture
@@ -53,7 +60,7 @@ def test_clean_inputs_take_the_fast_path(duck: DuckEngine) -> None:
     assert report.records > lines
     # `_seq` is the input order: the first input's lines first, in their order.
     first = duck.rows("SELECT _src, id FROM records ORDER BY _seq LIMIT 2")
-    assert first == [(0, 1), (0, 13)]
+    assert first == FIRST_IDS
     assert duck.rows("SELECT count(*) FROM records WHERE _src = 0") == [(lines,)]
 
 
@@ -149,7 +156,7 @@ def session_end(**fields: object) -> bytes:
     "command",
     [
         ["summary", "--method", "tools/call"],
-        ["show", "s-e1a6e04b64"],
+        ["show", ISSUED],
         ["query", "SELECT count(*) FROM records WHERE kind = 'request'"],
     ],
     ids=["summary", "show", "query"],
@@ -164,7 +171,7 @@ def test_a_query_over_the_inputs_in_place_finds_bad_lines_its_filters_leave_out(
     assert result.stderr == (
         f'{path}:10: not a record of a known schema version ("v": "1"), skipped\n'
         f'{path}:21: not a record (no "v" field), skipped\n'
-        "mcp-layers: 2 bad lines skipped (912 records read)\n"
+        f"mcp-layers: 2 bad lines skipped ({len(RECORDS)} records read)\n"
     )
     clean = invoke(*command, SYNTHETIC)
     assert result.stdout == clean.stdout
@@ -186,8 +193,8 @@ def test_clean_inputs_read_in_place_are_read_once(duck: DuckEngine) -> None:
     assert duck.rows("SELECT count(*) FROM records WHERE kind = 'session_end'")[0][0] > 0
     # Nobody asked how many records there were: no second pass counted them.
     assert report.counted is None and report.bad_lines == 0
-    assert report.records == 912
-    assert duck.rows("SELECT _src, id FROM records ORDER BY _seq LIMIT 2") == [(0, 1), (0, 13)]
+    assert report.records == len(RECORDS)
+    assert duck.rows("SELECT _src, id FROM records ORDER BY _seq LIMIT 2") == FIRST_IDS
 
 
 def test_the_view_and_the_table_give_the_same_records(tmp_path: Path) -> None:
@@ -202,7 +209,7 @@ def test_the_view_and_the_table_give_the_same_records(tmp_path: Path) -> None:
         finally:
             engine.close()
     assert answers[0] == answers[1]
-    assert len(answers[0][1]) > 912
+    assert len(answers[0][1]) > len(RECORDS)
 
 
 def test_a_line_longer_than_duckdbs_default_reads(tmp_path: Path) -> None:
@@ -213,7 +220,7 @@ def test_a_line_longer_than_duckdbs_default_reads(tmp_path: Path) -> None:
     result = invoke("query", "SELECT count(*) AS n FROM records", path, "--format", "json")
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
-    assert orjson.loads(result.stdout) == [{"n": 913}]
+    assert orjson.loads(result.stdout) == [{"n": len(RECORDS) + 1}]
 
 
 def test_the_cli_starts_without_duckdbs_python_layer() -> None:

@@ -72,13 +72,12 @@ def test_links_point_back_and_counters_go_up() -> None:
 def test_the_fixture_has_a_realistic_mix() -> None:
     records = oracle.load(SYNTHETIC)
     seen = {r["outcome"] for r in records} - {None}
-    # TRANSPORT_VIOLATION (issue 18) is newer than the committed fixture; the analysis
-    # treats it as any failed outcome.
-    assert seen == set(OUTCOMES) - {"TRANSPORT_VIOLATION"}
-    assert {r["kind"] for r in records} == {"request", "notification", "response", "session_end"}
+    assert seen == set(OUTCOMES)
+    kinds = {"request", "notification", "response", "session_end", "stream"}
+    assert {r["kind"] for r in records} == kinds
     assert {r["layer"] for r in records} - {None} == set(LAYERS)
     assert {r["retryOrigin"] for r in records} == {"none", "resend", "reissue", "reinit"}
-    assert {r["endReason"] for r in records} >= {"delete", "not_found"}
+    assert {r["endReason"] for r in records} >= {"delete", "not_found", "shutdown"}
     assert {r["contentType"] for r in records} >= {"text/event-stream", "application/json"}
     assert len({r["client"] for r in records}) == 5
     for flag in (
