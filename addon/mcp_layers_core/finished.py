@@ -15,13 +15,14 @@ from typing import Any, NamedTuple
 
 from .classify import Verdict
 from .notes import Note
+from .record import EndReason, Kind, StreamEnd
 from .retries import RetryInfo
 
 
 class Head(NamedTuple):
     """The flow a record comes from: who, where, when, and how the transport answered."""
 
-    kind: str  # request | notification | response
+    kind: Kind  # request | notification | response | stream
     started: float
     ended: float
     server: str
@@ -43,7 +44,7 @@ class Head(NamedTuple):
 class SseSummary(NamedTuple):
     events: int
     final: bool
-    end: str
+    end: StreamEnd
     resumed: bool
     event_ids: bool = False
     retry_ms: int | None = None
@@ -94,7 +95,7 @@ class FinishedSession(NamedTuple):
     status: int | None
     scenario: str | None
     injected: dict[str, str] | None
-    end_reason: str | None
+    end_reason: EndReason | None
     stats: dict[str, int]
     #: The client's DELETE: its flow's notes, then how the DELETE went. None otherwise.
     delete_notes: tuple[Note, ...] | None

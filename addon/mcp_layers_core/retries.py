@@ -187,7 +187,7 @@ class SessionView(NamedTuple):  # a tuple: made once per request, on the hot pat
     #: When this attempt's session was initialised, if known.
     created: float | None
     #: A session key -> (how it ended or None, server-issued?), or None if forgotten.
-    lookup: Callable[[str], tuple[str | None, bool] | None]
+    lookup: Callable[[str], tuple[EndReason | None, bool] | None]
 
 
 def _origin(prev: Attempt, attempt: Attempt, session: SessionView) -> str | None:

@@ -344,7 +344,7 @@ class Tracker:
         x.requests.append(p)
         x.by_id[id_key(p.rpc_id)] = p
 
-    def _session_state(self, key: str) -> tuple[str | None, bool] | None:
+    def _session_state(self, key: str) -> tuple[EndReason | None, bool] | None:
         found = self.sessions.find(key)
         return None if found is None else (found.ended, found.real)
 
