@@ -1,15 +1,16 @@
 """Seeded synthetic recordings, written by the real core (`mcp_layers_core.tracker`).
 
 Used by the tests (small recordings with every outcome, layer and retry kind in them) and by
-`benchmarks/analysis_bench.py` (millions of records). Test and benchmark support: the shipped
-CLI and the addon never import it. The same seed and arguments always give the same bytes.
+`benchmarks/analysis_bench.py` (millions of records). Test and benchmark support: neither
+the CLI nor the addon imports it. The same seed and arguments always give the same bytes.
 
 Nothing here builds a record. The generator simulates clients and servers and turns what
 they do into the events the proxy adapter feeds the core (`mcp_layers_core.events`:
 `PostReceived`, `OtherRequest`, `ResponseStarted`, `ResponseBody`, `StreamChunk`,
 `StreamEnded`, `FlowFailed`, `Tick`, `ProxyStopping`), in time order, to one
 `Tracker`; the records are what `Tracker.handle` returns, so a generated record is one the
-product would write for that traffic. Times come from a seeded simulated clock.
+product would write for that traffic. Times come from a seeded simulated clock. It runs at
+the core's pace (the core is most of the time): some thousands of records a second.
 
 The model: a few clients, each with its own retry habits, run sessions against two servers;
 several runs are in flight at once. A session initialises (clientInfo; the server issues an
