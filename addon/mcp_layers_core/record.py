@@ -655,8 +655,8 @@ FIELDS: Final[tuple[Field, ...]] = (
         Enum(ToolSafety),
         True,
         "`tools/call` only: `read_only`, `idempotent`, `unsafe` or `unknown`, from the "
-        "tool's annotations in the server's last `tools/list` (spec defaults when a hint is "
-        "absent)",
+        "tool's annotations in the server's last `tools/list` answer the client could take "
+        "(`SUCCESS`; spec defaults when a hint is absent)",
     ),
     _later(
         "unsafeRetry",

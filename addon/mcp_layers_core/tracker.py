@@ -513,7 +513,12 @@ class Tracker:
             version = result.get("protocolVersion")
             if isinstance(version, str):
                 x.protocol_version = x.session.protocol_version = version
-        elif p.method == "tools/list":
+        elif (
+            p.method == "tools/list"
+            and p.verdict is not None
+            and p.verdict.outcome is Outcome.SUCCESS
+        ):
+            # Only from a list the client took: a result it refused declared nothing to it.
             self.safety.learn(x.server, result)
 
     # -- streams ------------------------------------------------------------------------

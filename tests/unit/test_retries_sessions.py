@@ -175,11 +175,17 @@ def test_retry_after_seconds_and_date_and_whether_it_was_honoured() -> None:
 
 def test_tool_safety_from_annotations_and_unsafe_retries() -> None:
     r = Run()
+    schema = {"type": "object"}
     tools = [
-        {"name": "read", "annotations": {"readOnlyHint": True}},
-        {"name": "put", "annotations": {"idempotentHint": True}},
-        {"name": "pay"},
+        {"name": "read", "inputSchema": schema, "annotations": {"readOnlyHint": True}},
+        {"name": "put", "inputSchema": schema, "annotations": {"idempotentHint": True}},
+        {"name": "pay", "inputSchema": schema},
     ]
+    # A list the client refuses (a tool without its `inputSchema`) declares nothing.
+    (refused,) = r.json(r.post(rpc(0, "tools/list"), UA), 200, result(0, tools=[{"name": "pay"}]))
+    assert refused["outcome"] == "INVALID_RESULT"
+    (still,) = r.json(r.post(call(5, "pay"), UA), 200, result(5, content=[]))
+    assert still["toolSafety"] == "unknown"
     r.json(r.post(rpc(1, "tools/list"), UA), 200, result(1, tools=tools))
     recs = {}
     for i, name in enumerate(["read", "put", "pay"], start=10):
