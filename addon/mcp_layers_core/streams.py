@@ -22,7 +22,6 @@ from .jsonrpc import NOT_JSON, is_notification, is_request, is_response
 from .notes import Note
 from .record import Kind, NoteCode, StreamEnd
 from .sse import EVENT_OVER_BUDGET, EVENT_OVER_CAP, SseAnomaly, SseEvent
-from .versions import batch_allowed
 
 #: A server's SSE event type is kept in a note at most this long.
 MAX_EVENT_TYPE_CHARS = 80
@@ -76,14 +75,17 @@ class Endpoint(NamedTuple):
     session_id: str
 
 
-class RefusedBatch(NamedTuple):
-    """An array of answers on a POST's stream where batches do not exist: it answers no
-    request of the POST, whatever it names (the rule of a JSON body)."""
+class AnswerArray(NamedTuple):
+    """An array with answers in it, on a POST's stream. Whether it answers anything
+    depends on the version the exchange speaks when it is acted on (an `initialize`
+    answer earlier in the same chunk may have just set it): where batches exist, its
+    messages are `unpack`ed; where they do not, it answers no request of the POST,
+    whatever it names (the rule of a JSON body)."""
 
     value: list[Any]
 
 
-Found = Answer | Asked | Told | Endpoint | RefusedBatch
+Found = Answer | Asked | Told | Endpoint | AnswerArray
 
 
 def read(x: Exchange, s: StreamState, data: bytes) -> list[Found]:
@@ -135,19 +137,23 @@ def _item(x: Exchange, s: StreamState, item: SseEvent | SseAnomaly, found: list[
         _give_up_on_foreign_stream(x, s)
     elif not isinstance(value, list):
         _message(x, s, value, ON_ITS_OWN, found)
-    elif (
-        x.kind is Kind.REQUEST
-        and not batch_allowed(x.protocol_version)
-        and any(map(is_response, value))
-    ):
-        # mcp 2.3.0 validates an event's data as ONE message and fails the POST's
-        # request on an array (PARSE_ERROR); the TS SDK (1.32.2) drops the event.
+    elif x.kind is Kind.REQUEST and any(map(is_response, value)):
+        # Where batches do not exist, mcp 2.3.0 validates an event's data as ONE message
+        # and fails the POST's request on an array (PARSE_ERROR); the TS SDK (1.32.2)
+        # drops the event. Which applies is the tracker's to say (`AnswerArray`).
         s.saw_jsonrpc = True
-        found.append(RefusedBatch(value))
+        found.append(AnswerArray(value))
     else:
-        carrier = Carrier(batch=value)
-        for msg in value:
-            _message(x, s, msg, carrier, found)
+        found += unpack(x, s, value)
+
+
+def unpack(x: Exchange, s: StreamState, value: list[Any]) -> list[Found]:
+    """The messages of an array, each carried by it."""
+    found: list[Found] = []
+    carrier = Carrier(batch=value)
+    for msg in value:
+        _message(x, s, msg, carrier, found)
+    return found
 
 
 def _hidden(x: Exchange, s: StreamState, item: SseEvent, value: object, found: list[Found]) -> None:

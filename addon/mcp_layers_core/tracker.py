@@ -86,10 +86,11 @@ from .retries import (
 )
 from .sessions import TOUCH_EVERY_S, Identity, Session, SessionBook
 from .settings import Settings
-from .streams import Answer, Asked, Carrier, Endpoint, RefusedBatch, is_unnamed_error
+from .streams import Answer, AnswerArray, Asked, Carrier, Endpoint, is_unnamed_error
 from .versions import (
     V2024_11_05,
     answers_on_get_stream,
+    batch_allowed,
     is_sessionless,
     names_version_per_request,
     resumes_streams,
@@ -211,10 +212,10 @@ class Tracker:
                 out += self._post(event)
             elif isinstance(event, OtherRequest):
                 out += self._other(event)
-        elif (x := self._exchanges.get(event.flow)) is None:
-            return []  # not MCP, or already written (an error hook after shutdown)
-        else:
+        elif (x := self._exchanges.get(event.flow)) is not None:
             out = self._flow_event(x, event)
+        else:
+            out = []  # not MCP, or already written (an error hook after shutdown)
         if self.sessions.dropped:
             # Sessions the book's cap pushed out while it took this event: their end is
             # written now, not at shutdown.
@@ -513,13 +514,19 @@ class Tracker:
             version = result.get("protocolVersion")
             if isinstance(version, str):
                 x.protocol_version = x.session.protocol_version = version
-        elif (
-            p.method == "tools/list"
-            and p.verdict is not None
-            and p.verdict.outcome is Outcome.SUCCESS
-        ):
-            # Only from a list the client took: a result it refused declared nothing to it.
+        elif p.method == "tools/list" and self._client_took(x, p):
             self.safety.learn(x.server, result)
+
+    @staticmethod
+    def _client_took(x: Exchange, p: PendingRequest) -> bool:
+        """Did the client take `p`'s answer as a success? A result it refused, or one an
+        error status or a wrong form kept from it, declared nothing to it. (An answer on
+        a GET stream is judged by that stream, not by its POST's `202`.)"""
+        if p.verdict is None or p.verdict.outcome is not Outcome.SUCCESS:
+            return False
+        if p.via_stream:
+            return True
+        return x.fault is None and x.status is not None and 200 <= x.status < 300
 
     # -- streams ------------------------------------------------------------------------
 
@@ -544,10 +551,13 @@ class Tracker:
                 self._waiting.asked((x.session.key, id_key(item.rpc_id)), item.method, ts)
             elif type(item) is Endpoint:
                 self._legacy_endpoint(x, s, item.session_id, ts)
-            elif type(item) is RefusedBatch:
-                # Where batches do not exist, an array answers no request of the POST it
-                # came on, whatever it names: the rule of a JSON body.
-                self._settle(x, pairing.unsettled(x, item.value))
+            elif type(item) is AnswerArray:
+                if batch_allowed(x.protocol_version):  # as known now, not when read
+                    out += self._take(x, s, streams.unpack(x, s, item.value), ts)
+                else:
+                    # Where batches do not exist, an array answers no request of the POST
+                    # it came on, whatever it names: the rule of a JSON body.
+                    self._settle(x, pairing.unsettled(x, item.value))
             else:  # a notification
                 x.session.server_notifications += 1
         return out
@@ -719,6 +729,8 @@ class Tracker:
         out += self._finish_all_parked(ev.ts)  # streams closed just now may park
         for agent in list(self._waiting.held):
             out += self._release_held(agent, negotiation=False, why=ProxyStopping)
+        # Last: a stream closed above may still have parked a request its answer awaited.
+        self._waiting.drop_unclaimed(ProxyStopping)
         for session in self.sessions.live_real():
             self.sessions.end(session, EndReason.SHUTDOWN)
             out.append(self._emit(self._conclude_session(session, None, ev.ts, ev.ts, None)))

@@ -3,7 +3,10 @@
 Versions are date strings (`2025-11-25`) and compare as strings, so "from this version
 on" is `>=`. A version the addon does not know (None: nothing named one yet, or a
 string from the future) is judged by the rule that can still apply, as each predicate
-says; nothing here raises on what a peer sends.
+says; nothing here raises on what a peer sends. Every "2026-07-28 on" rule is this one
+string comparison (earlier code also tested `startswith("2026")` in places): a later
+date, and a draft's name such as `DRAFT-2026-v1` (letters sort after digits), take the
+newest rules; a made-up `2026-01-15` takes the older ones.
 """
 
 from __future__ import annotations

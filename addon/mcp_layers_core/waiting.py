@@ -125,15 +125,17 @@ class WaitingRoom:
         return left
 
     def drain(self, why: Trigger) -> list[Parked]:
-        """The proxy stops: every parked request leaves, oldest first, and no answer is
-        left to be claimed."""
+        """The proxy stops: every parked request leaves, oldest first."""
         parked, self.parked = list(self.parked.values()), OrderedDict()
         for entry in parked:
             _leave(entry, why)
+        return parked
+
+    def drop_unclaimed(self, why: Trigger) -> None:
+        """The proxy stopped: no request is left to claim these answers."""
         for answer in self.unclaimed.values():
             _leave(answer, why)
         self.unclaimed.clear()
-        return parked
 
     # -- held records -------------------------------------------------------------------
 

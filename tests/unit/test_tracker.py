@@ -13,10 +13,11 @@ from mcp_layers_core.events import (
     ResponseBody,
     ResponseStarted,
     StreamChunk,
+    StreamEnded,
 )
 from mcp_layers_core.lifecycle import FLOW_PHASES, Cause, step
 from mcp_layers_core.record import is_issued_session
-from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase, records_of
+from mcp_layers_core.tracker import TRANSITIONS, LocalUsageError, Phase, Settings, records_of
 from wire import JSON, PEER, SERVER, SSE, Run, call, event, result, rpc
 
 
@@ -424,3 +425,78 @@ def test_error_message_is_scrubbed_and_cut() -> None:
     )
     text = record["jsonrpc"]["errorMessage"]
     assert "sk-ant" not in text and "[redacted]" in text and len(text) <= 300
+
+
+# -- found in review of the tracker's rewrite (issue 26) --------------------------------
+
+
+def test_an_answer_waiting_unclaimed_at_shutdown_still_finds_its_parked_request() -> None:
+    """The proxy stops while a resumable POST stream is open and its answer already came
+    on the resuming GET: closing the stream parks the request, which takes the answer."""
+    r = Run()
+    h = {"mcp-session-id": "S1", "mcp-protocol-version": "2025-11-25", "user-agent": "ua"}
+    post = r.post(call(1), h)
+    r.handle(ResponseStarted(post, r.tick(), 200, SSE))
+    assert r.chunk(post, b"id: e1\ndata: \n\n") == []
+    get = r.other("GET", {**h, "accept": "text/event-stream", "last-event-id": "e1"})
+    r.handle(ResponseStarted(get, r.tick(), 200, SSE))
+    assert r.chunk(get, event(result(1, content=[]))) == []
+    out = r.handle(ProxyStopping(r.tick()))
+    (request,) = [rec for rec in out if rec["kind"] == "request"]
+    (stream,) = [rec for rec in out if rec["kind"] == "stream"]
+    assert (request["outcome"], request["sse"]["final"]) == ("TOOL_SUCCESS", True)
+    assert stream["sse"]["final"] is True
+    assert [rec["id"] for rec in out] == sorted(rec["id"] for rec in out)
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["two-chunks", "one-chunk"])
+def test_a_batch_answer_is_judged_by_the_version_known_when_it_is_read(split: bool) -> None:
+    """An `initialize` answer that negotiates 2025-03-26 (batches exist) followed by an
+    array in the same SSE stream: the verdict does not depend on how the bytes were cut."""
+    r = Run()
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}},
+    }
+    body = json.dumps([init, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]).encode()
+    f = r.post(body, {"user-agent": "ua"})
+    server = {"name": "s", "version": "1"}
+    negotiated = result(1, protocolVersion="2025-03-26", capabilities={}, serverInfo=server)
+    first = event(negotiated)
+    second = b"data: " + json.dumps([{"jsonrpc": "2.0", "id": 2, "result": {}}]).encode() + b"\n\n"
+    records = r.sse(f, [first, second] if split else [first + second])
+    assert {rec["method"]: rec["outcome"] for rec in records} == {
+        "initialize": "SUCCESS",
+        "ping": "SUCCESS",
+    }
+
+
+@pytest.mark.parametrize("status", [500, 202])
+def test_a_tool_list_the_client_never_took_teaches_no_safety(status: int) -> None:
+    """A `tools/list` result on a stream under an error status (or a stream in a 202's
+    clothes) is one the client did not take: its annotations declare nothing."""
+    r = Run()
+    tools = [{"name": "pay", "inputSchema": {"type": "object"}}]
+    f = r.post(rpc(1, "tools/list"), {"user-agent": "ua"})
+    r.handle(ResponseStarted(f, r.tick(), status, SSE))
+    r.chunk(f, event(result(1, tools=tools)))
+    (listed,) = r.handle(StreamEnded(f, r.tick()))
+    assert listed["outcome"] in ("HTTP_ERROR", "TRANSPORT_VIOLATION")
+    (called,) = r.json(r.post(call(2, "pay"), {"user-agent": "ua"}), 200, result(2, content=[]))
+    assert called["toolSafety"] == "unknown"
+
+
+def test_sessions_pushed_out_by_a_lower_cap_end_on_the_next_event_of_any_flow() -> None:
+    r = Run()
+    for sid in ("A", "B", "C"):
+        r.json(
+            r.post(rpc(0, "initialize", protocolVersion="2025-11-25", capabilities={})),
+            200,
+            result(0, protocolVersion="2025-11-25", capabilities={}, serverInfo={}),
+            {"mcp-session-id": sid},
+        )
+    r.t.settings = Settings(max_sessions=1)
+    ends = r.handle(ResponseStarted("not-tracked", r.tick(), 200, JSON))
+    assert [rec["endReason"] for rec in ends] == ["evicted", "evicted"]
