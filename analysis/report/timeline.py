@@ -95,6 +95,8 @@ def _call(r: Any) -> str:
         return f"answer to {r.serverMethod or r.method or '?'}"
     if r.kind == Kind.SESSION_END:
         return f"end of session ({r.endReason or '?'})"
+    if r.kind == Kind.STREAM:
+        return "GET stream"
     return " ".join(x for x in (r.method, r.tool) if x) or "?"
 
 
@@ -218,6 +220,10 @@ def _mark(
     if r.kind == Kind.RESPONSE:
         d = f"M{num(x0)} {num(y - 5)}l5 5l-5 5l-5 -5z"
         return f'<path class="srv" d="{d}"><title>{esc(tip)}</title></path>'
+    if r.kind == Kind.STREAM:
+        # A GET stream: open from its request to its end, drawn as a thin bar (never as
+        # the session's end, which only a `session_end` record is).
+        return rect(x0, y - 3, max(x1 - x0, MIN_BAR), 6, "bar stream", tip)
     h = depth[lanes[r.session]] * ROW_H
     reason = "404" if r.endReason == EndReason.NOT_FOUND else (r.endReason or "end")
     said = text(x0 - 3, lane_top - 6, "end: " + reason, "lbl small", "end")

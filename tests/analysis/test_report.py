@@ -70,6 +70,19 @@ def test_the_404_story_is_one_timeline(real_page: str) -> None:
     assert "end: 404" in text
 
 
+def test_a_get_stream_is_drawn_as_a_stream_not_as_a_session_end(tmp_path: Path) -> None:
+    """The synthetic recording's sessions open GET streams (the real lab captures predate
+    stream records): each is a thin bar, and only a `session_end` is an end mark."""
+    target = tmp_path / "report.html"
+    assert invoke("report", SYNTHETIC, "-o", target).exit_code == 0
+    html = target.read_text()
+    timelines = "".join(re.findall(r'<article class="tl".*?</article>', html, re.S))
+    assert 'class="bar stream"' in timelines
+    assert "GET stream" in timelines  # what a stream's tooltip says it is
+    ends = re.findall(r"end: ([\w-]+)", timelines)
+    assert ends and set(ends) <= {"404", "delete", "shutdown", "idle", "evicted"}, ends
+
+
 def test_compare_heat_map_has_a_row_per_client_and_scenario(real_page: str) -> None:
     heat = re.search(r"<table class='heat'>.*?</table>", real_page, re.S)
     assert heat
