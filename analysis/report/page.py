@@ -215,7 +215,13 @@ def _overview(data: ReportData) -> str:
             f"<dt>calls</dt><dd>{org.calls}</dd>",
             f"<dt>failed (organic)</dt><dd>{_rate(org.failed, org.calls)}</dd>",
             f"<dt>failed at</dt><dd>{esc(layers)}</dd>",
-            f"<dt>injected faults</dt><dd>{_rate(inj.failed, inj.calls)} failed</dd>",
+            # Nothing of injected failures where no fault was injected (an empty figure
+            # read as "injected faults — failed").
+            *(
+                [f"<dt>injected faults</dt><dd>{_rate(inj.failed, inj.calls)} failed</dd>"]
+                if inj.calls
+                else []
+            ),
             f"<dt>negotiation probes</dt><dd>{probe.calls} (no failures)</dd>",
             f"<dt>latency</dt><dd>{pct}</dd></dl>",
             "<h4>Outcomes of organic calls</h4>",

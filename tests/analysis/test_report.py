@@ -83,6 +83,16 @@ def test_a_get_stream_is_drawn_as_a_stream_not_as_a_session_end(tmp_path: Path) 
     assert ends and set(ends) <= {"404", "delete", "shutdown", "idle", "evicted"}, ends
 
 
+def test_a_client_with_no_injected_fault_shows_no_injected_figure(tmp_path: Path) -> None:
+    target = tmp_path / "report.html"
+    clean = tmp_path / "clean.jsonl"
+    lines = SYNTHETIC.read_text().splitlines()
+    clean.write_text("".join(line + "\n" for line in lines if '"injected":null' in line))
+    assert invoke("report", clean, "-o", target).exit_code == 0
+    html = target.read_text()
+    assert '<section id="overview"' in html and "injected faults" not in html
+
+
 def test_compare_heat_map_has_a_row_per_client_and_scenario(real_page: str) -> None:
     heat = re.search(r"<table class='heat'>.*?</table>", real_page, re.S)
     assert heat
