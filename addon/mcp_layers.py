@@ -80,6 +80,8 @@ from mcp_layers_startup import (
     check_updated,
     configure_or_refuse,
     refuse_bad_startup_options,
+    shown_endpoint,
+    startup_line,
     writable_dir,
 )
 from mcp_layers_subscribers import FlowComments, RecordFile, Subscriber
@@ -211,7 +213,7 @@ class Recorder:
             ) from None
         self.exporter = exporter
         self._subscribe()
-        logger.info(f"mcp-layers: exporting OTLP to {exporter.endpoint}")
+        logger.info(f"mcp-layers: exporting OTLP to {shown_endpoint(exporter.endpoint)}")
 
     # -- hooks: each notes what the core needs; the core runs after the answer is sent --
 
@@ -319,6 +321,7 @@ class Recorder:
                 )
             self._running = True
             self._choose_timing()
+            logger.info(startup_line(self.recording.writer.target(), ctx.options))
         except Exception as e:
             self.report("running", e)
 

@@ -16,6 +16,8 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from mcp_layers_core import options
 from mitmproxy import exceptions, optmanager
@@ -46,6 +48,30 @@ def check_updated(opts: optmanager.OptManager, updated: set[str], names: frozens
             options.check(name, getattr(opts, name))
         except options.OptionValueError as e:
             raise exceptions.OptionsError(str(e)) from None
+
+
+def shown_endpoint(url: str) -> str:
+    """A collector URL as the terminal may show it: scheme, host and port; never the
+    user and password a URL can carry, nor its path or query (a token may hide there)."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(an endpoint that is not a URL)"
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}{port}"
+
+
+def startup_line(target: str, opts: Any) -> str:
+    """What the proxy says once when it starts: where it records, which faults are on,
+    whether spans are exported (to where: scheme, host and port only, never credentials).
+    """
+    faults = [getattr(opts, name, "") for name in ("mcp_faults", "mcp_fault")]
+    on = "; ".join(f for f in faults if f) or "none"
+    endpoint = getattr(opts, "mcp_otlp_endpoint", "")
+    export = f"on, to {shown_endpoint(endpoint)}" if endpoint else "off"
+    return f"mcp-layers: recording to {target} · faults: {on} · OpenTelemetry export: {export}"
 
 
 def writable_dir(value: str) -> Path:

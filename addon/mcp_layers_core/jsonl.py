@@ -137,6 +137,15 @@ class RecordWriter:
         self.lost = 0
         self.path: Path | None = None
 
+    def target(self) -> str:
+        """Where the next record goes (its file is opened with the first record)."""
+        if self._outfile is not None:
+            return "the given output stream"
+        if self.path is not None:
+            return str(self.path)
+        name = run_file_name(self.started, self._part)
+        return str(self.directory / name) if self.directory is not None else name
+
     def write(self, records: list[dict[str, Any]]) -> None:
         lines: list[bytes] = []
         for record in records:

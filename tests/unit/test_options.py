@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import mcp_layers_startup
 import pytest
 from mcp_layers_core import options
 
@@ -142,3 +143,16 @@ def test_every_option_row_elsewhere_in_the_docs_names_an_option_and_its_default(
         assert name in options.SPECS, f"{doc}: {name} is not an option"
         shown = options.markdown_table().split(f"| `{name}` | ")[1].split(" |")[0]
         assert default.strip().startswith(shown), f"{doc}: {name} defaults to {shown}"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://user:s3cret@127.0.0.1:4318/v1/traces?token=x", "http://127.0.0.1:4318"),
+        ("https://collector.example", "https://collector.example"),
+        ("http://[::1]:4318", "http://[::1]:4318"),
+        ("http://host:notaport", "(an endpoint that is not a URL)"),
+    ],
+)
+def test_an_endpoint_is_shown_without_what_may_be_secret(url: str, shown: str) -> None:
+    assert mcp_layers_startup.shown_endpoint(url) == shown
