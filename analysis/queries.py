@@ -488,7 +488,11 @@ def sessions(filters: Filters) -> str:
 ), stats AS (
   SELECT {SOURCE} AS src, session,
     min({SEQUENCE}) AS first_seq,
-    min(ts) AS started, max(ts) AS last,
+    min(ts) AS started,
+    -- Its last exchange: not the end the proxy wrote for it (shutdown, idle, evicted),
+    -- which would measure the proxy's uptime, not the session.
+    max(ts) FILTER (WHERE kind <> {sql(Kind.SESSION_END)} OR endReason IS NULL
+      OR endReason = {sql(EndReason.DELETE)}) AS last,
     arg_min(client, {SEQUENCE}) FILTER (WHERE client IS NOT NULL AND client <> '') AS client,
     arg_min(protocolVersion, {SEQUENCE})
       FILTER (WHERE protocolVersion IS NOT NULL AND protocolVersion <> '') AS protocol,
