@@ -13,6 +13,7 @@ between records (a retry and the attempt it repeats) follow them through every r
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -99,12 +100,38 @@ DELAY_PERCENTILES: Final = (0.50, 0.95)
 
 
 def translate(sql: str, dialect: str) -> str:
-    """`sql` (DuckDB's dialect) in another one, by sqlglot."""
+    """`sql` (DuckDB's dialect) in another one, by sqlglot.
+
+    What sqlglot cannot say in the target dialect (BigQuery has no `NULLS LAST` in a
+    window's order, say) it logs as a warning; that belongs with the query it is about,
+    not on stderr: each becomes a `-- sqlglot:` comment at the query's head.
+    """
     if dialect == "duckdb":
         return sql
     import sqlglot  # only here: DuckDB, the default, runs the queries as written
 
-    return ";\n".join(sqlglot.transpile(sql, read="duckdb", write=dialect, pretty=True))
+    log = logging.getLogger("sqlglot")
+    caught = _Caught()
+    log.addHandler(caught)
+    propagate, log.propagate = log.propagate, False
+    try:
+        text = ";\n".join(sqlglot.transpile(sql, read="duckdb", write=dialect, pretty=True))
+    finally:
+        log.removeHandler(caught)
+        log.propagate = propagate
+    notes = "".join(f"-- sqlglot: {m}\n" for m in dict.fromkeys(caught.messages))
+    return notes + text
+
+
+class _Caught(logging.Handler):
+    """Keeps what sqlglot logs while it translates."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 # --------------------------------------------------------------------- building blocks

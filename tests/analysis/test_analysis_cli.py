@@ -371,3 +371,11 @@ def test_one_record_is_one_record(tmp_path: Path) -> None:
     path.write_bytes(b'{"v":1,"kind":"request"}\n{oops\n')
     result = invoke("summary", path, "--no-progress")
     assert "mcp-layers: 1 bad line skipped (1 record read)\n" in result.stderr
+
+
+def test_what_sqlglot_cannot_translate_is_said_in_the_sql_not_on_stderr() -> None:
+    """BigQuery has no `NULLS LAST` in a window's order: the caveat is a comment at the
+    head of the query it concerns; stderr stays empty."""
+    result = invoke("sql", "--dialect", "bigquery", "summary")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert "-- sqlglot: 'NULLS LAST' translation not supported" in result.stdout
