@@ -45,53 +45,44 @@ def test_bad_option_stops_mitmdump_before_it_listens(
     assert not list((tmp_path / "rec").glob("*.jsonl"))
 
 
-def test_mitmdump_says_once_where_it_records_and_what_is_on(tmp_path: Path) -> None:
-    """One line at start: the recording's file, the faults, the OTLP export (its host and
-    port only: the credentials in the URL and the headers never reach the terminal)."""
+def startup_lines(tmp_path: Path, sets: list[str]) -> tuple[list[str], str]:
+    """Start a real mitmdump with the addon, wait (bounded) for its start-up line, stop
+    it: (the start-up lines, everything it printed)."""
     log = tmp_path / "mitmdump.log"
     proc = procs.start_mitmdump(
         upstream_port=procs.free_port(),
         listen_port=procs.free_port(),
         log=log,
         record_dir=tmp_path / "rec",
-        extra_sets=[
-            "mcp_faults=errors.http_status_sequence",
-            "mcp_otlp_endpoint=http://user:s3cret@127.0.0.1:9",
-            "mcp_otlp_headers=authorization=Bearer%20CANARY",
-        ],
+        extra_sets=sets,
     )
     try:
-        lines: list[str] = []
-        for _ in range(100):  # bounded: the line comes with `running`, just after listening
-            lines = [x for x in log.read_text().splitlines() if "mcp-layers: recording to" in x]
-            if lines:
-                break
-            time.sleep(0.05)
-    finally:
-        procs.stop(proc)
-    (line,) = lines
-    assert f"recording to {tmp_path / 'rec'}/mcp-" in line and line.endswith(
-        "OpenTelemetry export: on, to http://127.0.0.1:9"
-    )
-    assert "faults: errors.http_status_sequence" in line
-    output = log.read_text()
-    assert "s3cret" not in output and "CANARY" not in output
-
-
-def test_without_faults_or_export_the_line_says_so(tmp_path: Path) -> None:
-    log = tmp_path / "mitmdump.log"
-    proc = procs.start_mitmdump(
-        upstream_port=procs.free_port(),
-        listen_port=procs.free_port(),
-        log=log,
-        record_dir=tmp_path / "rec",
-    )
-    try:
-        for _ in range(100):
+        for _ in range(100):  # the line comes with `running`, just after listening
             if "mcp-layers: recording to" in log.read_text():
                 break
             time.sleep(0.05)
     finally:
         procs.stop(proc)
-    (line,) = [x for x in log.read_text().splitlines() if "mcp-layers: recording to" in x]
+    output = log.read_text()
+    return [x for x in output.splitlines() if "mcp-layers: recording to" in x], output
+
+
+def test_mitmdump_says_once_where_it_records_and_what_is_on(tmp_path: Path) -> None:
+    """One line at start: the recording's file, the faults, the OTLP export (its host and
+    port only: the credentials in the URL and the headers never reach the terminal)."""
+    sets = [
+        "mcp_faults=errors.http_status_sequence",
+        "mcp_otlp_endpoint=http://user:s3cret@127.0.0.1:9",
+        "mcp_otlp_headers=authorization=Bearer%20CANARY",
+    ]
+    (line,), output = startup_lines(tmp_path, sets)
+    assert f"recording to {tmp_path / 'rec'}/mcp-" in line and line.endswith(
+        "OpenTelemetry export: on, to http://127.0.0.1:9"
+    )
+    assert "faults: errors.http_status_sequence" in line
+    assert "s3cret" not in output and "CANARY" not in output
+
+
+def test_without_faults_or_export_the_line_says_so(tmp_path: Path) -> None:
+    (line,), _ = startup_lines(tmp_path, [])
     assert line.endswith("· faults: none · OpenTelemetry export: off")
