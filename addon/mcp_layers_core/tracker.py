@@ -692,8 +692,6 @@ class Tracker:
     def _expire(self, now: float) -> list[Emitted]:
         idle = self.sessions.idle(now)
         out = self._end_sessions(idle, now) if idle else []
-        if not self._waiting.waits():
-            return out
         for parked in self._waiting.expire(now):
             out += self._finish_parked(parked, now, NoteCode.NOT_RESUMED)
         return out

@@ -54,10 +54,6 @@ class WaitingRoom:
         self.held: dict[Agent, Held] = {}
         self.server_requests: OrderedDict[Key, tuple[str, float]] = OrderedDict()
 
-    def waits(self) -> bool:
-        """Is anything waiting for a window to pass (a parked request, an answer)?"""
-        return bool(self.parked) or bool(self.unclaimed)
-
     def phases(self) -> Counter[Phase]:
         """How many entries wait in each phase."""
         counts = Counter(e.phase for e in self.parked.values())
