@@ -8,6 +8,7 @@ stylesheet and script inlined: one file that opens offline from `file://`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 
 from mcp_layers_analysis.filters import Filters
@@ -35,13 +36,15 @@ def write(
     title: str = "mcp-layers report",
     sections: Sequence[str] = SECTIONS,
     limits: Limits = DEFAULT_LIMITS,
+    made: datetime | None = None,
 ) -> int:
-    """Write the page for the records in `engine` to `target`; returns its size in bytes."""
+    """Write the page for the records in `engine` to `target`; returns its size in bytes.
+    `made`: the time the page says it was made (default: now)."""
     if tuple(sections) == ("compare",):
         data = compare_only(engine, filters, records)
     else:
         data = gather(engine, filters, records, limits)
-    html = render(data, title=title, inputs=inputs, only=sections)
+    html = render(data, title=title, inputs=inputs, only=sections, made=made)
     target.write_text(html, encoding="utf-8")
     return target.stat().st_size
 

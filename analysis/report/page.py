@@ -98,12 +98,21 @@ def figure_text(f: Figure) -> str:
     return str(f.value)
 
 
-def render(data: ReportData, *, title: str, inputs: Sequence[str], only: Sequence[str]) -> str:
-    """The whole page; `only` names the sections to include (all of `SECTIONS` by default)."""
+def render(
+    data: ReportData,
+    *,
+    title: str,
+    inputs: Sequence[str],
+    only: Sequence[str],
+    made: datetime | None = None,
+) -> str:
+    """The whole page; `only` names the sections to include (all of `SECTIONS` by default).
+    `made`: the time the page says it was made (now by default; `bundle` gives a fixed
+    one, so that the same records give the same bytes)."""
     clients = [c.name for c in data.clients] or _compare_clients(data)
     parts = [
         _head(title),
-        _header(data, title, inputs, clients, only),
+        _header(data, title, inputs, clients, only, made or datetime.now(UTC)),
         "<main>",
         *(
             builder(data)
@@ -138,12 +147,17 @@ def _head(title: str) -> str:
 
 
 def _header(
-    data: ReportData, title: str, inputs: Sequence[str], clients: list[str], only: Sequence[str]
+    data: ReportData,
+    title: str,
+    inputs: Sequence[str],
+    clients: list[str],
+    only: Sequence[str],
+    when: datetime,
 ) -> str:
     shown = ", ".join(Path(i).name or i for i in inputs[:5]) + (
         f" and {len(inputs) - 5} more" if len(inputs) > 5 else ""
     )
-    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    made = when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     notes = "".join(f"<p class='note'>{esc(n)}</p>" for n in _sampling_notes(data))
     nav = "".join(f'<a href="#{s}">{TITLES[s]}</a>' for s in SECTIONS if s in only)
     boxes = "".join(
