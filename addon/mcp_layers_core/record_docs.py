@@ -5,7 +5,8 @@
 
 `docs/record.schema.json` is written whole. In `docs/record-format.md` only the regions
 between `<!-- generated: NAME -->` and `<!-- end generated -->` are replaced, so the prose
-around them stays hand-written.
+around them stays hand-written. Regions this module does not know (the example records)
+are left alone: `scripts/gen_docs.py` writes those, and everything this module writes too.
 """
 
 from __future__ import annotations
@@ -166,8 +167,8 @@ def render_doc(doc: str) -> str:
 
     def fill(m: re.Match[str]) -> str:
         make = REGIONS.get(m.group(2))
-        if make is None:
-            raise ValueError(f"unknown generated region {m.group(2)!r}")
+        if make is None:  # another generator's region (scripts/gen_docs.py knows them all)
+            return m.group(0)
         return f"{m.group(1)}{make()}\n{m.group(4)}"
 
     return _REGION.sub(fill, doc)

@@ -113,7 +113,8 @@ README = REPO / "README.md"
 def test_the_readme_options_table_is_the_one_generated_from_the_specs() -> None:
     text = README.read_text(encoding="utf-8")
     assert options.with_table(text) == text, "run: python -m mcp_layers_core.options"
-    table = text[text.index(options.TABLE_START) : text.index(options.TABLE_END)]
+    start = text.index(options.TABLE_START)
+    table = text[start : text.index(options.TABLE_END, start)]
     assert [line.split("`")[1] for line in table.splitlines()[3:]] == list(options.SPECS)
 
 
