@@ -212,6 +212,13 @@ class ToolSafety(StrEnum):
     UNKNOWN = "unknown"
 
 
+class Transport(StrEnum):
+    """How the messages travelled. The HTTP proxy leaves `transport` null (its records
+    predate the field); `mcp-layers wrap` writes `stdio`."""
+
+    STDIO = "stdio"
+
+
 class EndReason(StrEnum):
     """Why a session's lifeline ended (`session_end` records)."""
 
@@ -222,6 +229,10 @@ class EndReason(StrEnum):
     IDLE = "idle"
     #: Forgotten to keep the session book within `mcp_max_sessions`.
     EVICTED = "evicted"
+    #: stdio: the wrapped server process ended (notes say how: `server_exited:…`).
+    EXITED = "exited"
+    #: stdio: the server command could not be started (note `spawn_failed:<errno>`).
+    SPAWN_FAILED = "spawn_failed"
 
 
 class StreamEnd(StrEnum):
@@ -275,6 +286,19 @@ class NoteCode(StrEnum):
     NOT_ENDED = "not_ended"
     ALREADY_ENDED = "already_ended"
     SSE_EVENT_OVER_BUDGET = "sse_event_over_budget"
+    # stdio (`mcp-layers wrap`): the process and its pipes.
+    SPAWN_FAILED = "spawn_failed"
+    SERVER_EXITED = "server_exited"
+    STDIN_CLOSED_PENDING = "stdin_closed_pending"
+    STDOUT_NOT_JSON = "stdout_not_json"
+    STDIN_NOT_JSON = "stdin_not_json"
+    PARTIAL_LAST_LINE = "partial_last_line"
+    LINE_OVER_CAP = "line_over_cap"
+    LATE_ANSWER = "late_answer"
+    STDERR_LINES = "stderr_lines"
+    EPIPE_TO_CLIENT = "epipe_to_client"
+    EPIPE_TO_SERVER = "epipe_to_server"
+    OBSERVER_DROPPED = "observer_dropped"
 
 
 #: What each note means, with its detail (the Notes table of docs/record-format.md).
@@ -357,6 +381,33 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     NoteCode.SSE_EVENT_OVER_BUDGET: "`:<bytes>` an SSE event dropped unparsed because all "
     "streams together held `mcp_max_buffered_mb` (later ones counted in "
     "`sse_event_over_budget_more:<n>`)",
+    NoteCode.SPAWN_FAILED: "stdio: `:<errno>` the server command could not be started "
+    "(`ENOENT`: not found; `EACCES`: not executable); on the run's only record, a "
+    "`session_end` with `endReason: spawn_failed`",
+    NoteCode.SERVER_EXITED: "stdio: `:code=<n>` or `:signal=<NAME>` how the server process "
+    "ended; on its `session_end`, and on each request it left unanswered (`NO_RESPONSE`)",
+    NoteCode.STDIN_CLOSED_PENDING: "stdio: the client closed the server's stdin while this "
+    "request still awaited its answer (on the request; on the `session_end` `:<n>`, how many)",
+    NoteCode.STDOUT_NOT_JSON: "stdio: `:<n>` lines on the server's stdout that are not JSON "
+    "(a banner, a `console.log`): passed on, and a violation of the transport, not a failed "
+    "call (`session_end`)",
+    NoteCode.STDIN_NOT_JSON: "stdio: `:<n>` lines the client wrote that are not JSON "
+    "(`session_end`)",
+    NoteCode.PARTIAL_LAST_LINE: "stdio: `:<bytes>` the server's stdout ended inside a line "
+    "(no newline after its last bytes); clients drop it (`session_end`)",
+    NoteCode.LINE_OVER_CAP: "stdio: `:<bytes>` a line longer than the wrapper reads "
+    "(`--max-line-kb`) passed unread (the first; on the `session_end`); an answer whose id "
+    "could still be read from its start is `UNINSPECTED` with `body_over_cap`",
+    NoteCode.LATE_ANSWER: "stdio: the answer came after the client cancelled the request "
+    "(`notifications/cancelled`)",
+    NoteCode.STDERR_LINES: "stdio: `:<n>` lines the server wrote to stderr: counted, never a "
+    "failure (2025-11-25: stderr is for logging) (`session_end`)",
+    NoteCode.EPIPE_TO_CLIENT: "stdio: the client stopped reading the wrapper's stdout "
+    "(`session_end`)",
+    NoteCode.EPIPE_TO_SERVER: "stdio: the server stopped reading its stdin while the client "
+    "still wrote (`session_end`)",
+    NoteCode.OBSERVER_DROPPED: "stdio: `:<n>` lines passed on but not recorded because the "
+    "recorder fell behind (`session_end`): the records of the calls they carried are missing",
 }
 
 
@@ -482,7 +533,21 @@ FIELDS: Final[tuple[Field, ...]] = (
         "from the POST reaching the proxy to the end of its response (last byte, error, or "
         "proxy shutdown)",
     ),
-    Field("server", Str(), False, "upstream `host:port`"),
+    Field(
+        "server",
+        Str(),
+        False,
+        "upstream `host:port`; `stdio:<name>` for a server run by `mcp-layers wrap` "
+        "(`--name`, else the command's file name)",
+    ),
+    _later(
+        "transport",
+        Enum(Transport),
+        True,
+        "`stdio` on the records of `mcp-layers wrap` (docs/stdio.md), whose HTTP-only fields "
+        "(`httpStatuses`, `contentType`, `requestHeaders`, `accept`) are empty; null on the "
+        "HTTP proxy's",
+    ),
     Field(
         "session",
         Str(),
@@ -750,6 +815,7 @@ FIELDS: Final[tuple[Field, ...]] = (
         True,
         "on `session_end` records: `delete`, `not_found` (a 404), `shutdown`, `idle` (no "
         "traffic for `mcp_session_idle_s`), `evicted` (forgotten past `mcp_max_sessions`); "
+        "stdio: `exited` (the server process ended), `spawn_failed` (it never started); "
         "null on a DELETE that ended nothing (refused, or the session had already ended)",
     ),
     _later(
