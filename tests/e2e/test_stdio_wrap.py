@@ -1,0 +1,258 @@
+"""`mcp-layers wrap` with real processes: the official Python SDK's stdio client and server
+through it, bytes both ways, exits, signals and a command that is not there.
+
+The wrapper is run as installed (`.venv/bin/mcp-layers wrap`), so the console script's
+dispatch before click is part of what is tested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+PEERS = Path(__file__).resolve().parents[1] / "peers"
+SERVER = PEERS / "stdio_server.py"
+SCRIPTED = PEERS / "stdio_scripted.py"
+
+
+def wrapper() -> str:
+    path = shutil.which("mcp-layers", path=os.path.dirname(sys.executable))
+    assert path, "mcp-layers is installed next to this Python (pip install -e .)"
+    return path
+
+
+def records(directory: Path) -> list[dict[str, Any]]:
+    (path,) = directory.glob("mcp-stdio-*.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def wrap(directory: Path, *command: str) -> list[str]:
+    return [wrapper(), "wrap", "--record-dir", str(directory), "--", *command]
+
+
+# -- the official SDK, both ends -----------------------------------------------------------
+
+
+async def sdk_session(directory: Path) -> dict[str, Any]:
+    argv = wrap(directory, sys.executable, str(SERVER))
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    seen: dict[str, Any] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        seen["tools"] = sorted(t.name for t in (await session.list_tools()).tools)
+        seen["echo"] = await session.call_tool("echo", {"text": "héllo ✓"})
+        seen["fail"] = await session.call_tool("fail", {"reason": "nope"})
+        with anyio.fail_after(30):
+            try:
+                await session.call_tool("crash", {"code": 3})
+            except Exception as e:  # the SDK's error for a server gone mid-call
+                seen["crash"] = e
+    return seen
+
+
+@pytest.fixture(scope="module")
+def sdk_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    directory = tmp_path_factory.mktemp("sdk")
+    seen = anyio.run(sdk_session, directory)
+    return seen, records(directory)
+
+
+def test_the_sdk_client_gets_what_the_sdk_server_said(
+    sdk_run: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    seen, _ = sdk_run
+    assert seen["tools"] == ["crash", "echo", "fail"]
+    assert not seen["echo"].is_error and seen["echo"].content[0].text == "héllo ✓"
+    assert seen["fail"].is_error
+    assert "crash" in seen  # the call failed on the client's side too
+
+
+def test_sdk_calls_are_paired_classified_and_named(
+    sdk_run: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    _, recs = sdk_run
+    requests = [r for r in recs if r["kind"] == "request"]
+    assert [(r["method"], r["tool"], r["outcome"]) for r in requests] == [
+        ("initialize", None, "SUCCESS"),
+        ("tools/list", None, "SUCCESS"),
+        ("tools/call", "echo", "TOOL_SUCCESS"),
+        ("tools/call", "fail", "TOOL_ERROR"),
+        ("tools/call", "crash", "NO_RESPONSE"),
+    ]
+    ids = [r["jsonrpc"]["id"] for r in requests]
+    assert len(set(ids)) == len(ids)
+    assert {r["client"] for r in recs} == {"mcp@0.1.0"}
+    assert {r["transport"] for r in recs} == {"stdio"}
+    assert {r["server"] for r in recs} == {f"stdio:{os.path.basename(sys.executable)}"}
+    assert requests[2]["toolSafety"] == "read_only"  # learnt from tools/list, as over HTTP
+    assert all(r["httpStatuses"] == [] for r in recs)
+
+
+def test_a_crash_mid_call_is_a_transport_failure(
+    sdk_run: tuple[dict[str, Any], list[dict[str, Any]]],
+) -> None:
+    _, recs = sdk_run
+    crash = next(r for r in recs if r["tool"] == "crash")
+    assert crash["layer"] == "transport"
+    assert "server_exited:code=3" in crash["notes"]
+    end = recs[-1]
+    assert end["kind"] == "session_end" and end["endReason"] == "exited"
+    assert end["notes"][0] == "server_exited:code=3"
+    # The server's start-up line on stderr is counted, and is no failure.
+    assert any(n.startswith("stderr_lines:") for n in end["notes"])
+
+
+# -- bytes --------------------------------------------------------------------------------
+
+PAYLOAD = b"".join(
+    [
+        '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"t":"héllo wörld ✓ 🚀"}}\n'.encode(),
+        b'{"jsonrpc":"2.0","method":"x","params":{"big":"' + b"y" * (6 << 20) + b'"}}\n',
+        b"not json at all\n",
+        "\r\nкириллица 中文\r\n".encode(),
+        b"\n\n",
+        b'{"no final newline":',
+    ]
+)
+
+
+def test_bytes_are_identical_both_ways(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    proc = subprocess.Popen(
+        wrap(tmp_path / "rec", sys.executable, str(SCRIPTED), "echo", str(copy)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def feed() -> None:
+        assert proc.stdin is not None
+        # In uneven pieces, so lines are cut across reads.
+        for i in range(0, len(PAYLOAD), 70_001):
+            proc.stdin.write(PAYLOAD[i : i + 70_001])
+        proc.stdin.close()
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    out = proc.stdout.read()
+    feeder.join()
+    assert proc.wait(timeout=30) == 0
+    assert out == PAYLOAD  # server -> client
+    assert copy.read_bytes() == PAYLOAD  # client -> server
+    end = records(tmp_path / "rec")[-1]
+    assert "stdout_not_json:5" in end["notes"]  # the text lines and the blank ones
+    assert f"partial_last_line:{len(b'{"no final newline":')}" in end["notes"]
+
+
+def test_half_a_line_is_passed_on_at_once(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        wrap(tmp_path, sys.executable, str(SCRIPTED), "partial"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    got = os.read(proc.stdout.fileno(), 100)  # would block forever behind a line buffer
+    assert got == b'{"jsonrpc":"2.0","id":1,'
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+
+
+# -- exits and signals --------------------------------------------------------------------
+
+
+def test_the_exit_code_and_the_signal_are_the_childs(tmp_path: Path) -> None:
+    done = subprocess.run(wrap(tmp_path, "sh", "-c", "exit 7"), stdin=subprocess.DEVNULL)
+    assert done.returncode == 7
+    killed = subprocess.run(wrap(tmp_path, "sh", "-c", "kill -TERM $$"), stdin=subprocess.DEVNULL)
+    assert killed.returncode == -signal.SIGTERM
+
+
+@pytest.fixture
+def term_child(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(
+        wrap(tmp_path, sys.executable, str(SCRIPTED), "term"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_sigterm_is_forwarded_and_the_child_stays_in_the_clients_group(
+    term_child: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    assert term_child.stdout is not None
+    line = term_child.stdout.readline()
+    assert line == f"pgid {os.getpgid(term_child.pid)}\n".encode()  # never setsid
+    term_child.send_signal(signal.SIGTERM)  # to the wrapper alone
+    assert term_child.stdout.readline() == b"got SIGTERM\n"
+    assert term_child.wait(timeout=30) == 5
+    assert records(tmp_path)[-1]["notes"][0] == "server_exited:code=5"
+
+
+def test_a_command_that_is_not_there(tmp_path: Path) -> None:
+    done = subprocess.run(
+        wrap(tmp_path, "no-such-mcp-server-here", "--flag"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
+    assert done.returncode == 127
+    assert done.stdout == b""
+    assert done.stderr.decode().count("\n") == 1
+    assert "no-such-mcp-server-here" in done.stderr.decode()
+    (rec,) = records(tmp_path)
+    assert rec["endReason"] == "spawn_failed" and rec["notes"] == ["spawn_failed:ENOENT"]
+
+
+def test_an_unwritable_record_dir_refuses_before_the_server_starts(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    marker = tmp_path / "started"
+    done = subprocess.run(
+        wrap(blocker / "sub", "touch", str(marker)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
+    assert done.returncode == 2
+    assert "--record-dir" in done.stderr.decode()
+    assert not marker.exists()
+
+
+def test_the_wrap_path_imports_neither_click_nor_duckdb(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run(
+        wrap(tmp_path, "true"), stdin=subprocess.DEVNULL, capture_output=True, env=env
+    )
+    assert done.returncode == 0
+    imported = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in done.stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
+    assert "mcp_layers_stdio" in imported
+    assert not imported & {"click", "duckdb", "sqlglot", "mitmproxy"}
+
+
+def test_started_quickly(tmp_path: Path) -> None:
+    """A loose bound on a shared machine; benchmarks/stdio_bench.py measures it."""
+    t0 = time.perf_counter()
+    subprocess.run(wrap(tmp_path, "true"), stdin=subprocess.DEVNULL, check=True)
+    assert time.perf_counter() - t0 < 5
