@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any, NoReturn, TextIO
+from typing import IO, TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 import orjson
@@ -28,6 +28,11 @@ from .exitcodes import ExitStatus
 from .filters import Filters, frozen, parse_time
 from .load import Engine, Report
 from .render import OutputFormat, render, use_color
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .bundle import Subject, Versions
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -616,6 +621,214 @@ def report(reading: Reading, target: str, title: str) -> None:
             title=title,
         )
     _warn(f"mcp-layers: report written to {target} ({size / 1024:.0f} KiB)")
+
+
+@cli.command(
+    short_help="Zip one session's or client's records, report and verdicts for a bug report."
+)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option("--session", metavar="ID", default=None, help="The session to report.")
+@click.option(
+    "--client",
+    metavar="NAME[@VERSION]",
+    default=None,
+    help="The client to report (every version when no @VERSION).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "target",
+    required=True,
+    metavar="FILE.zip",
+    type=click.Path(dir_okay=False),
+    help="The zip to write.",
+)
+@click.option("--force", is_flag=True, help="Overwrite FILE.zip if it exists.")
+def bundle(
+    paths: tuple[str, ...], session: str | None, client: str | None, target: str, force: bool
+) -> None:
+    """Write what to attach to an issue in a client's tracker, as one zip: the records of
+    one session (--session) or one client (--client), as recorded; their report page;
+    their verdicts and hang forensics; and SUMMARY.md to paste into the issue (client,
+    server, protocol and tool versions, the failed exchanges, the spec sentence each
+    failing verdict cites). It adds nothing from this machine but those versions.
+
+    Exit status: 0 written, 1 no such session or client (the ones there are listed),
+    2 no records in the input (or a usage error).
+
+    \b
+    Example:
+        mcp-layers sessions recordings/
+        mcp-layers bundle recordings/ --session s-c42cb85f3f -o bug.zip
+        mcp-layers bundle recordings/ --client claude-code@2.1.197 -o claude.zip
+    """
+    import tempfile
+    from pathlib import Path
+
+    from . import bundle as bundle_mod
+
+    if (session is None) == (client is None):
+        raise click.UsageError("give one of --session ID or --client NAME[@VERSION]")
+    value = (session if session is not None else client or "").strip()
+    if not value:
+        raise click.UsageError("--session and --client need a value")
+    subject = bundle_mod.Subject("session" if session is not None else "client", value)
+    out = Path(target)
+    if out.exists() and not force:
+        raise UsageFailure(f"{target} exists; --force overwrites it")
+    with tempfile.TemporaryDirectory(prefix="mcp-layers-bundle-") as tmp:
+        spooled = _spool_stdin(paths, Path(tmp))
+        members = _bundle_members(spooled, subject, Path(tmp))
+        data = bundle_mod.zip_bytes(members)
+    # Written beside the target, then renamed: a bundle is whole or absent.
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        partial.write_bytes(data)
+        os.replace(partial, out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise UsageFailure(f"{target}: {exc.strerror or exc}") from None
+    _warn(f"mcp-layers: bundle written to {target} ({', '.join(sorted(members))})")
+
+
+def _spool_stdin(paths: tuple[str, ...], tmp: Path) -> tuple[str, ...]:
+    """The paths, with `-` replaced by a file holding stdin: the records are read twice
+    (by the engine, then line by line for the bundle), and stdin only once."""
+    import shutil
+
+    if inputs.STDIN not in paths:
+        return paths
+    if inputs.stdin_is_terminal():
+        raise UsageFailure("'-' reads records from stdin, but nothing is piped in")
+    spool = tmp / "stdin.jsonl"
+    with open(spool, "wb") as f:
+        shutil.copyfileobj(sys.stdin.buffer, f, 1024 * 1024)
+    return tuple(str(spool) if p == inputs.STDIN else p for p in paths)
+
+
+def _bundle_members(paths: tuple[str, ...], subject: Subject, tmp: Path) -> dict[str, bytes]:
+    """The zip's members: the records chosen from the inputs, then the figures over them."""
+    from datetime import datetime
+
+    from . import bundle as bundle_mod
+    from . import forensics, queries
+    from . import report as report_mod
+    from . import verdicts as verdicts_mod
+    from .duck import DuckEngine
+    from .verdicts import Instance
+
+    filters = Filters(clients=frozen([subject.value])) if subject.option == "client" else Filters()
+    reading = Reading(
+        paths=paths,
+        fmt=OutputFormat.TABLE,
+        filters=filters,
+        jobs=None,
+        strict=False,
+        lenient=False,
+        progress=False,
+    )
+    found: list[Instance] = []
+    verdict_rows: list[list[str | None]] = []
+    session = subject.value if subject.option == "session" else None
+    with loaded(reading, shared=True) as (engine, report):
+        if report.records == 0:
+            _warn("mcp-layers: no records in the input: nothing to bundle")
+            raise SystemExit(ExitStatus.USAGE_ERROR)
+        if session is not None:
+            keys = {
+                (src, rid, ts) for src, rid, ts in engine.rows(queries.session_records(session))
+            }
+            if not keys:
+                _unknown(engine, subject)
+            # Judged on the whole recording (the client's next move after a 404 is in its
+            # next session), keeping the instances about this session's records.
+            found = [i for i in verdicts_mod.instances(engine, filters) if i.about in keys]
+        else:
+            if not report_mod.matching(engine, filters):
+                _unknown(engine, subject)
+            verdict_rows = verdicts_mod.verdict_rows(engine, filters)
+        hangs = forensics.aftermaths(engine, verdicts_mod.base(filters), session)
+    sources = inputs.expand(paths)
+    keep = bundle_mod.wanted(subject, filters.predicate())
+    members = bundle_mod.record_members(
+        bundle_mod.chosen_lines(sources, keep, bundle_mod.needle(subject))
+    )
+    for name, data in members.items():
+        (tmp / name).write_bytes(data)
+    names_in_order = sorted(members)
+    engine_b = DuckEngine()
+    try:
+        engine_b.load(inputs.expand([str(tmp / n) for n in names_in_order]), None, _warn)
+        facts = bundle_mod.Facts(*engine_b.rows(queries.facts())[0])
+        failing_rows = engine_b.rows(queries.failing(bundle_mod.MAX_FAILING))
+        page = tmp / "report.html"
+        made = datetime.fromisoformat(facts.last) if facts.last else None
+        report_mod.write(
+            engine_b,
+            Filters(),
+            page,
+            records=facts.records,
+            inputs=names_in_order,
+            title=f"mcp-layers bundle: {subject.describe()}",
+            made=made,
+        )
+        members["report.html"] = page.read_bytes()
+    finally:
+        engine_b.close()
+    if session is not None:
+        named = sorted({i.client for i in found}) or facts.clients or ["(unknown client)"]
+        verdict_rows = verdicts_mod.judge(named, found)
+    failing = [bundle_mod.Failing(*row[:8]) for row in failing_rows]
+    total = int(failing_rows[0][8]) if failing_rows else 0
+    members["verdicts.json"] = bundle_mod.table_text(
+        verdicts_mod.HEADERS, verdict_rows, OutputFormat.JSON
+    ).encode()
+    members["verdicts.txt"] = bundle_mod.table_text(
+        verdicts_mod.HEADERS, verdict_rows, OutputFormat.TABLE
+    ).encode()
+    members["hangs.json"] = bundle_mod.hangs_json(hangs)
+    listed = sorted([*members, "SUMMARY.md"])
+    members["SUMMARY.md"] = bundle_mod.summary_md(
+        subject, facts, _versions(), failing, total, verdict_rows, hangs, listed
+    ).encode()
+    return members
+
+
+def _versions() -> Versions:
+    """mcp-layers' version and mitmproxy's (the one installed here, if any): the only
+    thing a bundle takes from this machine."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .bundle import Versions
+
+    try:
+        mitmproxy = version("mitmproxy")
+    except PackageNotFoundError:
+        mitmproxy = "not installed"
+    return Versions(mcp_layers=version("mcp-layers"), mitmproxy=mitmproxy)
+
+
+def _unknown(engine: Engine, subject: Subject) -> NoReturn:
+    """No record of the session (or client) asked for: say which there are, exit 1."""
+    from . import queries
+    from . import sessions as sessions_mod
+    from .bundle import MAX_LISTED
+
+    if subject.option == "session":
+        rows = sessions_mod.session_rows(engine, Filters())
+        there = [f"  {r[0]}  {r[1] or '(unknown client)'}" for r in rows]
+        what = "sessions"
+    else:
+        there = [f"  {name}  ({n} records)" for name, n in engine.rows(queries.clients())]
+        what = "clients"
+    _warn(f"mcp-layers: no records of {subject.describe()}; the {what} in the input:")
+    for line in there[:MAX_LISTED]:
+        _warn(line)
+    if len(there) > MAX_LISTED:
+        _warn(f"  … {len(there) - MAX_LISTED} more (mcp-layers sessions PATH lists them all)")
+    if not there:
+        _warn("  (none)")
+    raise SystemExit(ExitStatus.NOTHING_MATCHED)
 
 
 @cli.command(short_help="Print the figures' SQL (and the table's DDL) for a warehouse.")

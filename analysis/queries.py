@@ -568,6 +568,48 @@ ORDER BY coalesce(ts, ''), coalesce(postCount, 0), coalesce(id, 0), {SEQUENCE}
 LIMIT {limit}"""
 
 
+# --------------------------------------------------------------------- bundle
+
+
+def session_records(session: str) -> str:
+    """The (input, record id, ts) of every record of one session: what `bundle --session`
+    keeps of the verdicts' instances (`verdicts.Instance.about`)."""
+    return f"SELECT DISTINCT {SOURCE}, id, ts FROM {TABLE} WHERE session = {literal(session)}"
+
+
+def clients() -> str:
+    """Every client named in the records, with how many records name it."""
+    return f"""SELECT client, count(*) AS n FROM {TABLE}
+WHERE client IS NOT NULL AND client <> ''
+GROUP BY client ORDER BY client"""
+
+
+def facts() -> str:
+    """What a bug report names first: the clients, servers, protocol versions and sessions
+    of the records (each sorted), how many records, the first and last `ts`."""
+
+    def distinct(column: str) -> str:
+        return (
+            f"coalesce(list(DISTINCT {column} ORDER BY {column}) "
+            f"FILTER (WHERE {column} IS NOT NULL AND {column} <> ''), [])"
+        )
+
+    return f"""SELECT {distinct("client")}, {distinct("server")}, {distinct("protocolVersion")},
+  {distinct("session")}, count(*), min(ts), max(ts)
+FROM {TABLE}"""
+
+
+def failing(limit: int) -> str:
+    """The failed requests (as `sessions` counts them: outcome not a success, negotiation
+    probes aside), in time order, at most `limit`, each with how many there are in all."""
+    return f"""SELECT ts, id, method, tool, httpStatuses, outcome, layer, jsonrpc.errorCode,
+  count(*) OVER () AS total
+FROM {TABLE}
+WHERE kind = {sql(Kind.REQUEST)} AND NOT {not_failed()} AND NOT {is_probe()}
+ORDER BY coalesce(ts, ''), {SOURCE}, {SEQUENCE}
+LIMIT {limit}"""
+
+
 #: Every figure `mcp-layers sql` prints, with the queries that define it (default options).
 def figure_queries() -> dict[str, list[tuple[str, str]]]:
     by = ("client",)

@@ -885,10 +885,10 @@ ABOUT_INCIDENTS: Final = frozenset(
 
 
 def rule_sql(rule: Rule, filters: Filters) -> str:
-    """One rule's instances: client, ok, src, id, evidence, soft, in input order."""
+    """One rule's instances: client, ok, src, id, evidence, soft, ts, in input order."""
     return (
         f"WITH {base(filters)}\n"
-        f"SELECT client, ok, src, id, evidence, {rule.soft} AS soft FROM ({rule.sql})\n"
+        f"SELECT client, ok, src, id, evidence, {rule.soft} AS soft, ts FROM ({rule.sql})\n"
         "ORDER BY ts, src, id"
     )
 
@@ -912,6 +912,10 @@ class Instance:
     evidence: str
     #: A failure that misses only the softer part of its rule (a WARNING under a MUST).
     soft: bool = False
+    #: The record the instance is about, as (input, id, ts): ids restart in each run of a
+    #: concatenated recording, the time tells them apart (`bundle --session` keeps the
+    #: instances of one session's records). None when built by hand.
+    about: tuple[int, int, str] | None = None
 
 
 @dataclass(slots=True)
@@ -1001,13 +1005,13 @@ def instances(engine: Engine, filters: Filters) -> list[Instance]:
     then = {(a.src, a.id): forensics.phrase(a) for a in forensics.aftermaths(engine, base(filters))}
     found: list[Instance] = []
     for rule in RULES:
-        for client, ok, src, record_id, evidence, soft in engine.rows(rule_sql(rule, filters)):
+        for client, ok, src, record_id, evidence, soft, ts in engine.rows(rule_sql(rule, filters)):
             # Every instance names its record, even where a rule's phrase came out NULL.
             said = evidence or f"#{record_id}"
             aftermath = then.get((src, record_id)) if rule.id in ABOUT_INCIDENTS else None
             if ok is False and aftermath is not None:
                 said = f"{said} ({aftermath})"
-            found.append(Instance(rule.id, client, ok, said, bool(soft)))
+            found.append(Instance(rule.id, client, ok, said, bool(soft), (src, record_id, ts)))
     return found
 
 
