@@ -8,6 +8,15 @@ every `mcp_*` entry (a value, or a name no addon has) themselves, at the end of 
 load, and turn a configuration error at start-up into one line and exit 2. Only the
 script's own instances do this; instances a test builds raise `OptionsError`, as
 mitmproxy's own addons do.
+
+mitmproxy 12 imports a `-s` script in a task that runs only after its proxy server has
+bound and is listening (`ScriptLoader` defers it; `Master.run` starts the servers
+meanwhile), so no code of ours runs before the port accepts: a client may connect in
+that window. What it must not get is service from a proxy that never ran (its TLS addon
+has no certificates before `running`, and every request raised a traceback). So the
+refusal ends the process where it stands once the servers exist, without going back to
+mitmproxy's event loop: nothing accepted is served, and the kernel resets what waited
+(docs/mitmproxy.md, *A bad option at start-up*).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from mcp_layers_core import options
@@ -103,12 +112,28 @@ def configure_or_refuse(configure: Callable[[], None], refuse_at_startup: bool) 
         raise
 
 
-def refuse(message: str) -> None:
+def refuse(message: str) -> NoReturn:
     """One line, no traceback, and a non-zero exit: recording nothing is worse than not
     starting."""
     program = os.path.basename(sys.argv[0]) or "mitmdump"
     print(f"{program}: mcp-layers: {message}", file=sys.stderr, flush=True)
+    if _servers_started():
+        # `sys.exit` would unwind through asyncio, whose clean-up runs the loop again:
+        # it accepts the waiting clients and mitmproxy serves them half-started (a
+        # traceback each). Ending here serves none; at start-up nothing is open that
+        # needs closing (no record is written before `running`).
+        sys.stdout.flush()
+        os._exit(2)
     sys.exit(2)
+
+
+def _servers_started() -> bool:
+    """Has mitmproxy's proxy server bound (or begun to bind) its listening sockets?
+    (Not in a test's context, nor under `mitmdump --options`: no server there.)"""
+    from mitmproxy import ctx
+
+    proxyserver = ctx.master.addons.get("proxyserver")
+    return proxyserver is not None and len(proxyserver.servers) > 0
 
 
 def _proxy_running() -> bool:
