@@ -15,10 +15,12 @@ from mcp_layers_analysis.filters import Filters
 from mcp_layers_analysis.load import Engine
 
 from . import queries
-from .data import DEFAULT_LIMITS, Limits, compare_only, gather
+from .data import DEFAULT_LIMITS, Limits, compare_only, gather, halved
 from .page import SECTIONS, render
 
-__all__ = ["SECTIONS", "Limits", "matching", "write", "write_from"]
+__all__ = ["COLUMNS", "SECTIONS", "Limits", "matching", "write", "write_from"]
+
+COLUMNS = queries.COLUMNS
 
 
 def matching(engine: Engine, filters: Filters) -> int:
@@ -44,9 +46,18 @@ def write(
         data = compare_only(engine, filters, records)
     else:
         data = gather(engine, filters, records, limits)
-    html = render(data, title=title, inputs=inputs, only=sections, made=made)
-    target.write_text(html, encoding="utf-8")
-    return target.stat().st_size
+    page = render(data, title=title, inputs=inputs, only=sections, made=made).encode("utf-8")
+    # The limits bound what is drawn in records; this bounds the page in bytes (a session
+    # list of long names, timelines of many sessions): half as many timelines and rows
+    # until it fits, and the page says what it left out.
+    while len(page) > limits.page_bytes:
+        smaller = halved(data)
+        if smaller is None:
+            break
+        data = smaller
+        page = render(data, title=title, inputs=inputs, only=sections, made=made).encode("utf-8")
+    target.write_bytes(page)
+    return len(page)
 
 
 def write_from(
@@ -59,7 +70,7 @@ def write_from(
 
     engine = DuckEngine()
     try:
-        report = engine.load(expand(paths), None, lambda _: None)
+        report = engine.load(expand(paths), queries.COLUMNS, lambda _: None)
         return write(
             engine, Filters(), target, records=report.records, inputs=paths, title=title,
             sections=sections,

@@ -9,7 +9,7 @@ sampled, and `Sampling` says what was left out so that the page can say so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any, Final
 
@@ -35,6 +35,8 @@ class Limits:
     sessions: int = 500  # rows of the session list
     timelines: int = 40  # session chains drawn
     per_session: int = 250  # records of one session drawn
+    drawn: int = 4000  # records drawn in all timelines together (about 1 kB each)
+    page_bytes: int = 8_000_000  # the page's size: past it, fewer timelines and rows
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -140,6 +142,18 @@ def gather(
         chains_drawn=len(drawn),
     )
     sampling.records_cut = _fill(engine, filters, drawn, limits.per_session)
+    # A chain can be long (a client re-initialising again and again): past the budget of
+    # drawn records, the chains after it are not drawn (the first one always is).
+    kept: list[Chain] = []
+    total = 0
+    for c in drawn:
+        total += len(c.records)
+        if kept and total > limits.drawn:
+            break
+        kept.append(c)
+    sampling.records_cut -= sum(sum(c.cut.values()) for c in drawn[len(kept) :])
+    drawn = kept
+    sampling.chains_drawn = len(drawn)
     headers, rows = compare_table(engine, COMPARE_BY, filters, top=5)
     return ReportData(
         records=records,
@@ -150,6 +164,23 @@ def gather(
         compare_rows=rows,
         sampling=sampling,
     )
+
+
+def halved(d: ReportData) -> ReportData | None:
+    """`d` with half its timelines and half its session rows (a page over its size
+    budget), or None when there is nothing left to halve."""
+    if not d.chains and len(d.sessions) <= 1:
+        return None
+    chains = d.chains[: len(d.chains) // 2]
+    sessions = d.sessions[: max(len(d.sessions) // 2, 1)]
+    dropped = sum(sum(c.cut.values()) for c in d.chains[len(chains) :])
+    sampling = replace(
+        d.sampling,
+        sessions_listed=len(sessions),
+        chains_drawn=len(chains),
+        records_cut=d.sampling.records_cut - dropped,
+    )
+    return replace(d, sessions=sessions, chains=chains, sampling=sampling)
 
 
 def compare_only(engine: Engine, filters: Filters, records: int) -> ReportData:
@@ -267,4 +298,5 @@ __all__ = [
     "Limits",
     "ReportData",
     "gather",
+    "halved",
 ]

@@ -172,7 +172,8 @@ def _header(
     )
     return (
         f"<header><h1>{esc(title)}</h1>"
-        f"<p class='meta'>{data.records} records from {esc(shown)} · made {made} by "
+        f"<p class='meta'>{data.records:,} record{'' if data.records == 1 else 's'} from "
+        f"{esc(shown)} · made {made} by "
         "mcp-layers</p>"
         f"{notes}<nav aria-label='sections'>{nav}</nav>"
         f"<fieldset class='filters'><legend>Clients shown</legend>{boxes}"
@@ -186,17 +187,18 @@ def _sampling_notes(data: ReportData) -> Iterable[str]:
     s = data.sampling
     if s.sessions_total > s.sessions_listed:
         yield (
-            f"The session list shows the first {s.sessions_listed} of {s.sessions_total} "
-            "sessions (mcp-layers sessions lists them all)."
+            f"The session list shows the first {s.sessions_listed:,} of {s.sessions_total:,} "
+            "sessions; the rest are in mcp-layers sessions."
         )
     if s.chains_total > s.chains_drawn:
         yield (
-            f"Timelines are drawn for {s.chains_drawn} of {s.chains_total} session chains: "
-            "those with a failure, a retry or a 404 first, then the earliest."
+            f"Timelines are drawn for {s.chains_drawn:,} of {s.chains_total:,} session "
+            "chains: those with a failure, a retry or a 404 first, then the earliest "
+            "(mcp-layers show SESSION prints any session's records)."
         )
     if s.records_cut:
         yield (
-            f"{s.records_cut} records of long sessions are not drawn (each timeline holds "
+            f"{s.records_cut:,} records of long sessions are not drawn (each timeline holds "
             "a session's first records; mcp-layers show SESSION prints them all)."
         )
 

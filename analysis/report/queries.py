@@ -11,11 +11,37 @@ from collections.abc import Sequence
 from typing import Final
 
 from mcp_layers_analysis.filters import Filters
-from mcp_layers_analysis.queries import LAST_STATUS, in_list, is_probe, matched
+from mcp_layers_analysis.queries import (
+    LAST_STATUS,
+    RETRY_COLUMNS,
+    SESSION_COLUMNS,
+    SUMMARY_COLUMNS,
+    in_list,
+    is_probe,
+    matched,
+)
 from mcp_layers_analysis.sessions import SHOW_COLUMNS
 from mcp_layers_analysis.table import SEQUENCE, SOURCE, TABLE
 from mcp_layers_analysis.terms import sql
 from mcp_layers_core.record import Kind
+
+#: The columns the report reads: the commands' own, and what a timeline draws. Only these
+#: are read from the inputs (headers, bodies and prompts never are): a column declared to
+#: the JSON reader costs it time on every line, and a big input's read is most of the
+#: report's time.
+COLUMNS: Final = tuple(
+    dict.fromkeys(
+        (
+            *SUMMARY_COLUMNS,
+            *RETRY_COLUMNS,
+            *SESSION_COLUMNS,
+            "serverMethod",
+            "sse",
+            "sessionStats",
+            "postCount",
+        )
+    )
+)
 
 #: Upper edges (ms) of the bins a latency or delay histogram is drawn with: 1-2-5 steps,
 #: so that the labels read as round numbers; the last bin holds everything above.
@@ -71,28 +97,31 @@ def timeline(sessions: Sequence[str], filters: Filters, per_session: int) -> str
     its time in epoch ms and the input position (`seq`) of the record its `retryOf` and
     `continues` name: the nearest earlier record with that id in the same proxy run.
     Only `shown` has the record's columns: the unqualified ones below are its own."""
+    # The proxy run (`seg`) is numbered over narrow rows: a window over every column of
+    # every record is most of the time this query takes on a big input.
     return f"""WITH r AS (
-  SELECT *, {SOURCE} AS src, {SEQUENCE} AS seq,
+  SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id,
     sum(CASE WHEN id = 1 THEN 1 ELSE 0 END) OVER (
       PARTITION BY {SOURCE} ORDER BY {SEQUENCE} ROWS UNBOUNDED PRECEDING) AS seg
   FROM {TABLE}
 ), chosen AS (
-  SELECT *,
+  SELECT *, {SOURCE} AS src, {SEQUENCE} AS seq,
     row_number() OVER (PARTITION BY session
-      ORDER BY coalesce(ts, ''), coalesce(postCount, 0), coalesce(id, 0), seq) AS rank,
+      ORDER BY coalesce(ts, ''), coalesce(postCount, 0), coalesce(id, 0), {SEQUENCE}) AS rank,
     count(*) OVER (PARTITION BY session) AS records
-  FROM r
+  FROM {TABLE}
   WHERE {in_list("session", sessions)} AND {matched(filters)}
 ), shown AS (
   SELECT * FROM chosen WHERE rank <= {per_session}
+), links AS (
+  SELECT seq, src, retryOf AS target_id, 0 AS how FROM shown WHERE retryOf IS NOT NULL
+  UNION ALL
+  SELECT seq, src, continues, 1 FROM shown WHERE continues IS NOT NULL
 ), targets AS (
   SELECT l.seq, l.how, max(t.seq) AS target
-  FROM (
-    SELECT seq, src, seg, retryOf AS target_id, 0 AS how FROM shown WHERE retryOf IS NOT NULL
-    UNION ALL
-    SELECT seq, src, seg, continues, 1 FROM shown WHERE continues IS NOT NULL
-  ) l
-  JOIN r t ON t.src = l.src AND t.seg = l.seg AND t.id = l.target_id AND t.seq < l.seq
+  FROM links l
+  JOIN r ls ON ls.seq = l.seq
+  JOIN r t ON t.src = l.src AND t.seg = ls.seg AND t.id = l.target_id AND t.seq < l.seq
   GROUP BY 1, 2
 )
 SELECT s.ts, s.id, s.kind, s.method, s.tool, s.serverMethod, s.httpStatuses, s.outcome,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import mcp_layers_analysis.report as report_mod
 import pytest
 from analysis_helpers import SYNTHETIC, invoke
 from mcp_layers_analysis.duck import DuckEngine
@@ -120,7 +121,7 @@ def test_nothing_matched_exits_1(tmp_path: Path) -> None:
 def test_big_inputs_are_sampled_and_the_page_says_so() -> None:
     engine = DuckEngine(threads=1)
     try:
-        report = engine.load(expand([str(SYNTHETIC)]), None, lambda _: None)
+        report = engine.load(expand([str(SYNTHETIC)]), report_mod.COLUMNS, lambda _: None)
         limits = Limits(sessions=5, timelines=2, per_session=3)
         d = data.gather(engine, Filters(), report.records, limits)
     finally:
@@ -132,6 +133,52 @@ def test_big_inputs_are_sampled_and_the_page_says_so() -> None:
     assert f"shows the first 5 of {d.sampling.sessions_total} sessions" in html
     assert f"Timelines are drawn for 2 of {d.sampling.chains_total}" in html
     assert "records of long sessions are not drawn" in html
+
+
+def _synthetic_page(tmp_path: Path, limits: Limits) -> tuple[str, int]:
+    engine = DuckEngine(threads=1)
+    try:
+        found = engine.load(expand([str(SYNTHETIC)]), report_mod.COLUMNS, lambda _: None)
+        target = tmp_path / "report.html"
+        size = report_mod.write(
+            engine, Filters(), target, records=found.records, inputs=["x"], limits=limits
+        )
+    finally:
+        engine.close()
+    html = target.read_text(encoding="utf-8")
+    assert size == len(html.encode("utf-8"))
+    return html, size
+
+
+def test_a_page_over_its_size_budget_draws_less_and_says_so(tmp_path: Path) -> None:
+    """The size budget, lowered (the real one is 8 MB, met by 1M records in
+    benchmarks/report_bench.py): timelines and session rows are halved until the page fits,
+    and the page says what it left out."""
+    whole, size = _synthetic_page(tmp_path, Limits())
+    budget = size * 2 // 3
+    html, smaller = _synthetic_page(tmp_path, Limits(page_bytes=budget))
+    assert smaller <= budget
+    notes = re.findall(r"<p class='note'>([^<]*)</p>", html.split("<main>")[0])
+    assert any(re.search(r"shows the first \d+ of \d+ sessions; the rest are in", n) for n in notes)
+    assert any(re.search(r"Timelines are drawn for \d+ of \d+ session chains", n) for n in notes)
+    assert html.count('<article class="tl"') < whole.count('<article class="tl"')
+    assert html.count("<tr data-client=") < whole.count("<tr data-client=")
+
+
+def test_timelines_stop_at_the_budget_of_drawn_records(tmp_path: Path) -> None:
+    whole, _ = _synthetic_page(tmp_path, Limits())
+    html, _ = _synthetic_page(tmp_path, Limits(drawn=50))
+    drawn = html.count('<article class="tl"')
+    assert 1 <= drawn < whole.count('<article class="tl"')
+    assert re.search(rf"Timelines are drawn for {drawn} of \d+ session chains", html)
+
+
+def test_one_record_is_one_record(tmp_path: Path) -> None:
+    one = tmp_path / "one.jsonl"
+    one.write_text(REAL[0].read_text().splitlines()[0] + "\n")
+    target = tmp_path / "one.html"
+    assert invoke("report", one, "-o", target).exit_code == 0
+    assert "<p class='meta'>1 record from one.jsonl" in target.read_text()
 
 
 def test_every_outcome_has_a_class_and_words() -> None:
