@@ -220,8 +220,9 @@ def summary_md(
         f"- protocol version: {_listed(facts.protocols)}",
         f"- sessions: {len(facts.sessions)}; records: {facts.records}, "
         f"from `{facts.first or '?'}` to `{facts.last or '?'}`",
-        f"- recorded and analysed with mcp-layers {versions.mcp_layers}; "
-        f"mitmproxy {versions.mitmproxy}",
+        # The versions installed where the bundle was made (the recording's own are not
+        # on the records).
+        f"- versions: mcp-layers {versions.mcp_layers}, mitmproxy {versions.mitmproxy}",
         "",
         "## Failed exchanges",
         "",
