@@ -15,7 +15,10 @@ attributes, statuses, links and metrics); split, each half would need the other'
 
 Shape of a trace: one trace per MCP session (the session's hashed key names it); one
 `mcp_layers.session` span for the session's lifeline, written when its `session_end`
-record comes, and under it one span per exchange. An exchange outside a session (a
+record comes, and under it one span per exchange, each written when its record is (the
+trace id and the parent's span id are hashes, known before the parent is written). A
+record begun within a lifeline that has since ended (the standby GET stream its DELETE
+closed) still goes under that lifeline's span. An exchange outside a session (a
 stateless server, 2026-07-28) is a trace of its own. A retry is *linked* to the attempt it
 repeats (the conventions link rather than parent: one MCP request can take several HTTP
 requests), as are a 2026-07-28 continuation to the turn it answers and an `initialize`
@@ -347,6 +350,9 @@ class SpanMapper:
         # exchange that ended with its session can compute a hair later than the session
         self._last: OrderedDict[str, int] = OrderedDict()
         self._generation: OrderedDict[str, int] = OrderedDict()  # session -> lifelines ended
+        # session -> end (ns) of its last ended lifeline: a record that began before it (the
+        # standby GET stream its DELETE closed, written after the `session_end`) belongs to it
+        self._ended_at: OrderedDict[str, int] = OrderedDict()
         self._trace_of: OrderedDict[int, int] = OrderedDict()  # record id -> trace id
 
     def map(self, record: dict[str, Any]) -> Mapped:
@@ -359,14 +365,16 @@ class SpanMapper:
 
     # -- ids ------------------------------------------------------------------------------
 
-    def _session_key(self, session: str) -> str:
-        return f"session\x00{session}\x00{self._generation.get(session, 0)}"
+    def _session_key(self, session: str, generation: int | None = None) -> str:
+        if generation is None:
+            generation = self._generation.get(session, 0)
+        return f"session\x00{session}\x00{generation}"
 
-    def session_trace(self, session: str) -> int:
-        return trace_id_of(self.run, self._session_key(session))
+    def session_trace(self, session: str, generation: int | None = None) -> int:
+        return trace_id_of(self.run, self._session_key(session, generation))
 
-    def session_span_id(self, session: str) -> int:
-        return span_id_of(self.run, self._session_key(session))
+    def session_span_id(self, session: str, generation: int | None = None) -> int:
+        return span_id_of(self.run, self._session_key(session, generation))
 
     def record_span_id(self, record_id: int) -> int:
         return span_id_of(self.run, f"record\x00{record_id}")
@@ -381,10 +389,18 @@ class SpanMapper:
         # (stateless servers, 2026-07-28) never ends, so it gets no session span and no
         # trace: each of its exchanges is a trace of its own, found together by
         # `mcp_layers.session`.
-        if is_issued_session(session):
+        if is_issued_session(session) and start <= self._ended_at.get(str(session), -1):
+            # Begun within a lifeline that has ended since (a GET stream open when its
+            # session ended is written when it closes, after the `session_end`): it belongs
+            # to that lifeline's trace, under its span, though it may end a little after it.
+            assert isinstance(session, str)
+            ended = self._generation.get(session, 1) - 1
+            trace_id = self.session_trace(session, ended)
+            parent: int | None = self.session_span_id(session, ended)
+        elif is_issued_session(session):
             assert isinstance(session, str)
             trace_id = self.session_trace(session)
-            parent: int | None = self.session_span_id(session)
+            parent = self.session_span_id(session)
             self._remember(self._first, session, start, keep_first=True)
             self._remember(self._last, session, max(end, self._last.get(session, end)))
         else:
@@ -463,6 +479,7 @@ class SpanMapper:
         end = max(end, first, self._last.pop(session, end))
         trace_id, span_id = self.session_trace(session), self.session_span_id(session)
         self._remember(self._generation, session, self._generation.get(session, 0) + 1)
+        self._remember(self._ended_at, session, end)
         attrs: Attributes = {}
         _put(attrs, "mcp.protocol.version", record.get("protocolVersion"))
         if session_id_allowed(record):

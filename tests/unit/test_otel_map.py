@@ -238,6 +238,43 @@ def test_a_session_span_ends_no_earlier_than_its_exchanges() -> None:
     assert session.end_ns == stream.end_ns and session.start_ns <= stream.start_ns
 
 
+def test_exchange_spans_come_before_their_session_span_and_name_it_as_parent() -> None:
+    # Live, a session's exchanges are exported as they complete: their trace and parent are
+    # known (hashes of the run and the session) before the session's own span is written.
+    early = SpanMapper(RUN)
+    spans = [one_span(request(1), early), one_span(request(2), early)]
+    (session,) = SpanMapper(RUN).map(session_end(3)).spans
+    assert {(s.trace_id, s.parent_span_id) for s in spans} == {(session.trace_id, session.span_id)}
+
+
+def test_a_get_stream_written_after_its_session_ended_is_in_that_sessions_trace() -> None:
+    # The standby GET stream that the DELETE closed is written after the `session_end`.
+    mapper = SpanMapper(RUN)
+    call = one_span(request(1), mapper)
+    (session,) = mapper.map(session_end(3)).spans
+    stream = one_span(
+        request(
+            4,
+            kind="stream",
+            ts="2026-11-30T15:02:11.500Z",
+            durationMs=1600.0,
+            method=None,
+            tool=None,
+            jsonrpc=None,
+            outcome=None,
+            layer=None,
+            contentType="text/event-stream",
+        ),
+        mapper,
+    )
+    assert stream.name == "GET"
+    assert stream.trace_id == call.trace_id == session.trace_id
+    assert stream.parent_span_id == session.span_id
+    # What begins after the end is a new lifeline of the same key: a new trace.
+    later = one_span(request(5), mapper)
+    assert later.trace_id != session.trace_id and later.parent_span_id != session.span_id
+
+
 def test_a_forgotten_session_ends_in_error() -> None:
     (span,) = SpanMapper(RUN).map(session_end(1, endReason="not_found")).spans
     assert span.attributes["error.type"] == "404" and span.error
