@@ -508,7 +508,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.requests <= 1_000_000 or not 1 <= args.reps <= 100:
         parser.error("--requests must be 1..1,000,000 and --reps 1..100")
 
-    from mcp_layers_support import procs
+    from mcp_layers_demo import procs
+    from mcp_layers_support import recordings
 
     scripts: dict[str, Path] = {"addon": procs.ADDON, "addon-clocked": CLOCK_SCRIPT}
     if args.addon_before is not None:
@@ -588,8 +589,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         procs.stop(proxies["addon"])
         records = sum(
             1
-            for path in procs.recording_files(work / "records")
-            for r in procs.read_jsonl(path)
+            for path in recordings.recording_files(work / "records")
+            for r in recordings.read_jsonl(path)
             if r.get("kind") == "request"
         )
         print(f"\naddon recorded {records} request records for {sent['addon']} POSTs")
@@ -604,6 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n" + _call_counts(args.workloads))
         if args.json:
             runs = [asdict(r) for rs in results.values() for r in rs]
+            args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(runs, indent=1))
         return 0
     finally:

@@ -422,6 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.modules:
         print("\n" + format_modules(counts))
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({w: vars(c) for w, c in counts.items()}, indent=1))
     return 0
 

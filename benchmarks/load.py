@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 from mcp_layers_support.gauges import cpu_s, proxy_pid
 from mcp_layers_support.harness import Proxy
 from mcp_layers_support.load_run import check_records, drive
@@ -124,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     last = next(r for r in reversed(runs) if r["config"] == "addon")
     print(f"last addon run's recording: {last['records']}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"runs": runs, "table": table}, indent=1))
 
 

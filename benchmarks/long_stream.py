@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(core))
     out["core"] = core
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=1))
 
 

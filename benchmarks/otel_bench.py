@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import addon_bench
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 from mcp_layers_support.otlp_receiver import OtlpReceiver
 
 CONFIGS = ("addon", "otel-live", "otel-down", "otel-slow")

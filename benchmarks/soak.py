@@ -268,6 +268,7 @@ def main() -> None:
         out["mitmdump"] = proxy_run(args.proxy_sessions)
         print("mitmdump:", {k: v for k, v in out["mitmdump"].items() if k != "rows"})
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2))
 
 

@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
+from mcp_layers_demo import npm, procs
 from mcp_layers_demo.client import CallResult, run_calls
-from mcp_layers_support import npm, procs
 
 #: Under the current directory (the checkout's, with `make demo`), never the install's.
 RECORD_ROOT = Path("recordings")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from mcp_layers_support import node_peers
+from mcp_layers_demo.npm import TS_CLIENT_DIR
 
 LAB: Final = Path(__file__).resolve().parent
 REPO: Final = LAB.parent
@@ -515,8 +515,9 @@ CLIENTS: Final[tuple[Client, ...]] = (
         _ts_sdk,
         npm="@modelcontextprotocol/sdk",
         agent=False,
-        # The end-to-end tests' Node peers pin the same SDK version.
-        reuse=node_peers.PEERS_DIR,
+        # The demo's TypeScript client pins the same SDK version (`make demo` and the
+        # end-to-end tests install it there).
+        reuse=TS_CLIENT_DIR,
     ),
 )
 

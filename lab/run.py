@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 
 from . import clients as clients_mod
 from . import presets

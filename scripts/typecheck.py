@@ -19,13 +19,24 @@ ROOT = Path(__file__).resolve().parent.parent
 LINKS = ROOT / "build" / "mypy-path"
 
 
+#: The project and the test support (support/: a distribution of its own, not shipped).
+PYPROJECTS = (ROOT / "pyproject.toml", ROOT / "support" / "pyproject.toml")
+
+
 def package_dirs() -> dict[str, str]:
-    """Top-level package name -> its folder, relative to the root, from pyproject.toml."""
-    with (ROOT / "pyproject.toml").open("rb") as f:
-        config = tomllib.load(f)
-    mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
-    # "" is the folder of top-level modules (the addon scripts): already on mypy_path.
-    return {name: folder for name, folder in mapping.items() if name and "." not in name}
+    """Top-level package name -> its folder, relative to the root, from the pyproject.toml
+    files (a folder there is relative to its own pyproject.toml)."""
+    out: dict[str, str] = {}
+    for pyproject in PYPROJECTS:
+        with pyproject.open("rb") as f:
+            config = tomllib.load(f)
+        mapping: dict[str, str] = config["tool"]["setuptools"]["package-dir"]
+        base = pyproject.parent
+        # "" is the folder of top-level modules (the addon scripts): already on mypy_path.
+        for name, folder in mapping.items():
+            if name and "." not in name:
+                out[name] = (base / folder).resolve().relative_to(ROOT).as_posix()
+    return out
 
 
 def make_links(packages: dict[str, str]) -> None:

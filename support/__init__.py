@@ -1,12 +1,14 @@
-"""Test support: real processes, peers and data for the tests, the lab, the demo and the
-benchmarks.
+"""Test support: scripted peers, generators and harnesses for the tests and the benchmarks.
 
-Installed with the distribution (package `mcp_layers_support`) so that every one of them
-imports it by name: process helpers (`procs`), pinned npm installs (`npm`, `node_peers`),
-a raw HTTP/1.1 client (`rawhttp`), a scripted upstream (`scripted_upstream`,
-`upstream_proc`), mitmdump and the bundled server as context managers (`harness`), MCP
-messages (`messages`), process gauges (`gauges`), recording checks (`recordings`), the
-load and long-stream runners and the synthetic recording generator (`synthetic`).
-Nothing here imports from `tests/`. Of the product packages only the demo and the lab
-import it: they run real processes.
+Not part of the product: a distribution of its own (support/pyproject.toml,
+`mcp-layers-testsupport`), installed beside the project in editable mode by
+scripts/bootstrap, never in the mcp-layers wheel. What the demo and the lab need to run
+(process start and stop, the pinned TS client's npm install) is in the product,
+`mcp_layers_demo.procs` and `mcp_layers_demo.npm`. Here: the tests' Node peers
+(`node_peers`), a raw HTTP/1.1 client (`rawhttp`), a scripted upstream
+(`scripted_upstream`, `upstream_proc`), mitmdump and the bundled server as context
+managers (`harness`), MCP messages (`messages`), process gauges (`gauges`), recording
+checks (`recordings`), the load and long-stream runners, the OTLP receiver and the
+synthetic recording generator (`synthetic`). Nothing here imports from `tests/`, and no
+product module imports this package.
 """

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
+from mcp_layers_support import recordings
 
 HOST = procs.HOST
 ADDON = procs.ADDON
@@ -131,7 +132,7 @@ class Proxy:
         return self.exit_code
 
     def files(self) -> list[Path]:
-        return procs.recording_files(self.record_dir)
+        return recordings.recording_files(self.record_dir)
 
     def text(self) -> str:
         """Every recording file of this proxy, concatenated, as written."""
@@ -140,7 +141,7 @@ class Proxy:
     def records(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for path in self.files():
-            out += procs.read_jsonl(path)
+            out += recordings.read_jsonl(path)
         return out
 
     def log_text(self) -> str:

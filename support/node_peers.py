@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcp_layers_support import npm
+from mcp_layers_demo import npm
 
 PEERS_DIR = Path(__file__).resolve().parent / "node"
 MODULES = PEERS_DIR / "node_modules"

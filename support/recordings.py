@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 @dataclass
@@ -45,3 +45,28 @@ def check_file(path: Path) -> FileCheck:
 
 def check_dir(directory: Path) -> list[FileCheck]:
     return [check_file(p) for p in sorted(directory.glob("mcp-*.jsonl"))]
+
+
+# What the addon leaves behind: one JSONL file per proxy run.
+
+
+def recording_files(record_dir: Path) -> list[Path]:
+    """The recordings in ``record_dir``, oldest first (names sort by their UTC start time)."""
+    return sorted(record_dir.glob("mcp-*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def read_jsonl(path: Path, out: TextIO | None = None) -> list[dict[str, Any]]:
+    """Records of one JSONL file. A torn last line (a killed writer) is skipped and reported."""
+    records: list[dict[str, Any]] = []
+    lines = path.read_bytes().split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            if number == len(lines) and out is not None:
+                print(f"{path}: torn last line {number} skipped", file=out)
+            elif number != len(lines):
+                raise
+    return records

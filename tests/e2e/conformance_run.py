@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_layers_support import node_peers, procs
+from mcp_layers_demo import procs
+from mcp_layers_support import node_peers, recordings
 
 REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE_CLIENT = REPO / "tests" / "peers" / "conformance_client.py"
@@ -149,7 +150,7 @@ def run_conformance(
     for path in sorted(results_dir.glob("*/checks.json")):
         checks += json.loads(path.read_text(encoding="utf-8"))
     records: list[dict[str, Any]] = []
-    for path in procs.recording_files(records_dir):
-        records += procs.read_jsonl(path)
+    for path in recordings.recording_files(records_dir):
+        records += recordings.read_jsonl(path)
     text = out.decode("utf-8", errors="replace")
     return ConformanceRun(scenario, proc.returncode, text, checks, records, workdir)

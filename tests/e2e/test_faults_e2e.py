@@ -47,8 +47,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_layers_demo import procs
 from mcp_layers_demo.client import CLIENT_NAME, CLIENT_VERSION, LIST_TOOLS, CallResult
-from mcp_layers_support import procs
 from mcp_layers_support.harness import SSE_STATEFUL, Proxies, Proxy, Server, ServerPool
 from mcp_layers_support.scripted_upstream import (
     Received,

@@ -21,8 +21,8 @@ import anyio
 import pytest
 from mcp_layers_core import faults, otel_map, otel_sdk
 from mcp_layers_core.record import is_issued_session
+from mcp_layers_demo import procs
 from mcp_layers_demo.client import CallResult, run_calls
-from mcp_layers_support import procs
 from mcp_layers_support.harness import (
     JSON_STATELESS,
     SSE_STATEFUL,

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 
 CASES = [
     (["mcp_record_bodies=maybe"], "mcp_record_bodies must be true or false, not 'maybe'"),

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_layers_core.shapes import result_fault
-from mcp_layers_support import node_peers, npm
+from mcp_layers_demo import npm
+from mcp_layers_support import node_peers
 
 from tests.unit.test_result_shapes import DELETE, OLD_RESULTS, REPLACEMENTS, mutate, paths
 

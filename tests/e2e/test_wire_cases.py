@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 from mcp_layers_support.harness import HOST, Proxy
 from mcp_layers_support.rawhttp import RESPONSE_DEADLINE_S, Got, RawClient, post_once
 from mcp_layers_support.scripted_upstream import (

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 from mcp_layers_support.harness import Proxy
 from mcp_layers_support.rawhttp import RawClient
 

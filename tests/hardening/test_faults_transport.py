@@ -44,7 +44,7 @@ from hardening_kit import (
     wait_serving,
 )
 from mcp_layers import BATCH_DELAY_S
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 from mcp_layers_support.harness import Proxy
 from mcp_layers_support.messages import jbytes, mcp_headers, sse_block, tool_call, tool_result
 from mcp_layers_support.rawhttp import HOST, RawClient, post_once

@@ -29,7 +29,8 @@ RECORD_CLIENT = {"py-sdk": "lab-py-sdk@2.3.0", "ts-sdk": "lab-ts-sdk@1.32.2"}
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[RunResult]]:
-    # The TS SDK peer (pinned like the lab's ts-sdk) is reused from there.
+    # The TS SDK (pinned like the lab's ts-sdk) is reused from the demo's install, which
+    # this installs with the other Node peers.
     if node_peers.ensure() is None:
         pytest.skip(node_peers.NO_NPM)
     out = tmp_path_factory.mktemp("lab")

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_layers_demo import procs
 from mcp_layers_demo.server import RETRY_INTERVAL_MS
-from mcp_layers_support import procs
 
 pytestmark = pytest.mark.e2e
 

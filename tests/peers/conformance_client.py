@@ -48,7 +48,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import mcp_types as types
 from mcp import Client
-from mcp_layers_support import procs
+from mcp_layers_demo import procs
 
 CLIENT_NAME = "mcp-layers-conformance-client"
 CLIENT_VERSION = "0.1.0"

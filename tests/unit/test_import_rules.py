@@ -24,8 +24,9 @@ PRODUCT = {
     "mcp_layers_demo": REPO / "demo",
     "mcp_layers_lab": REPO / "lab",
 }
-#: Packages that ship without the test support: the addon's core and the offline command.
-NO_SUPPORT = ("mcp_layers_core", "mcp_layers_analysis")
+#: Packages that ship without the test support: all of them (the wheel does not carry it;
+#: tests/unit/test_wheel_contents.py checks the built wheel itself).
+NO_SUPPORT = tuple(sorted(PRODUCT))
 #: Files that may still edit `sys.path` (relative to the repo); none needs to.
 SYS_PATH_ALLOWED: frozenset[str] = frozenset()
 #: Folders the scan never enters (installed or generated code).
@@ -102,7 +103,7 @@ def test_product_imports_nothing_from_tests(package: str) -> None:
 
 
 @pytest.mark.parametrize("package", NO_SUPPORT)
-def test_core_and_cli_do_not_need_the_test_support(package: str) -> None:
+def test_product_does_not_need_the_test_support(package: str) -> None:
     found = [
         f"{path.relative_to(REPO)}:{line} imports {module}"
         for path in python_files(PRODUCT[package])

@@ -1,10 +1,11 @@
-"""Process helpers shared by the demo runner and the end-to-end tests.
+"""Start and stop the processes the demo and the lab run: the bundled MCP server and
+mitmdump with the addon (the tests and the benchmarks use them too).
 
-Everything here binds or connects to 127.0.0.1 only, every wait has a deadline, and a
-process is only ever stopped by the handle of the process we started.
+Part of the product (the demo and the lab are commands users run), so it imports only
+product modules. Everything here binds or connects to 127.0.0.1 only, every wait has a
+deadline, and a process is only ever stopped by the handle of the process we started.
 """
 
-import json
 import os
 import signal
 import socket
@@ -13,7 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from mcp_layers_core import script
 
@@ -25,7 +26,6 @@ START_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 _POLL_S = 0.05
 
-REPO = Path(__file__).resolve().parent.parent
 #: The addon script as installed (addon/mcp_layers.py in a checkout), so the demo and the
 #: lab run from a plain `pip install` too.
 ADDON = script.path()
@@ -224,28 +224,3 @@ def start_mitmdump(
         stop(proc)
         raise
     return proc
-
-
-# What the addon leaves behind: one JSONL file per proxy run.
-
-
-def recording_files(record_dir: Path) -> list[Path]:
-    """The recordings in ``record_dir``, oldest first (names sort by their UTC start time)."""
-    return sorted(record_dir.glob("mcp-*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))
-
-
-def read_jsonl(path: Path, out: TextIO | None = None) -> list[dict[str, Any]]:
-    """Records of one JSONL file. A torn last line (a killed writer) is skipped and reported."""
-    records: list[dict[str, Any]] = []
-    lines = path.read_bytes().split(b"\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            if number == len(lines) and out is not None:
-                print(f"{path}: torn last line {number} skipped", file=out)
-            elif number != len(lines):
-                raise
-    return records

@@ -1,8 +1,9 @@
 """Install a pinned npm package folder once: `npm ci`, under a lock, only when its lock
 file changed since the last install.
 
-The demo installs the TypeScript SDK client (`mcp_layers_demo/node`) with it, and the
-tests their Node peers (`node_peers`). Installs are serialised across processes by a file
+The demo installs the TypeScript SDK client (`mcp_layers_demo/node`) with it, the lab
+reuses that install for its `ts-sdk` client, and the tests install their Node peers with
+it too (`mcp_layers_support.node_peers`). Installs are serialised across processes by a file
 lock outside the repo, and a stamp in node_modules records which package-lock.json was
 installed.
 """
@@ -19,8 +20,6 @@ import time
 from pathlib import Path
 from typing import IO
 
-import mcp_layers_demo
-
 #: A cold `npm ci` of the largest folder downloads ~70 MB.
 NPM_TIMEOUT_S = 600.0
 LOCK_TIMEOUT_S = NPM_TIMEOUT_S + 60.0
@@ -29,7 +28,7 @@ STAMP_NAME = ".mcp-layers-installed"
 
 #: The official TypeScript SDK client the demo ships (demo/node/client.mjs) and its pinned
 #: package; the end-to-end tests and the lab drive it too.
-TS_CLIENT_DIR = Path(mcp_layers_demo.__file__).resolve().parent / "node"
+TS_CLIENT_DIR = Path(__file__).resolve().parent / "node"
 TS_CLIENT = TS_CLIENT_DIR / "client.mjs"
 
 
