@@ -1,4 +1,7 @@
-"""A real mitmdump refuses a bad `mcp_*` option before it listens: one line, exit 2.
+"""A real mitmdump refuses a bad `mcp_*` option before it serves anything: one line,
+exit 2. (mitmproxy 12 binds its port before it imports the script, so "before it
+listens" cannot be had; what a client connecting meanwhile sees is
+tests/e2e/test_startup_refusal_race.py's.)
 
 Before, mitmproxy's deferred `--set` handling lost these errors: the proxy served traffic,
 exited 0 and wrote no record (or printed a traceback after "listening at").
@@ -26,7 +29,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("sets", "message"), CASES, ids=[c[0][0] for c in CASES])
-def test_bad_option_stops_mitmdump_before_it_listens(
+def test_bad_option_stops_mitmdump_before_it_serves(
     tmp_path: Path, sets: list[str], message: str
 ) -> None:
     cmd = procs.mitmdump_cmd(
