@@ -28,6 +28,7 @@ from .exitcodes import ExitStatus
 from .filters import Filters, frozen, parse_time
 from .load import Engine, Report
 from .render import OutputFormat, render, use_color
+from .replay.command import replay as replay_command
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -1000,6 +1001,10 @@ def addon() -> None:
         click.echo(script.path())
     except LookupError as exc:
         raise UsageFailure(f"{exc}; reinstall mcp-layers (pip install mcp-layers)") from None
+
+
+# The replay server is a command of its own module (analysis/replay/command.py).
+cli.add_command(replay_command, name="replay")
 
 
 @cli.command(

@@ -36,7 +36,8 @@ def _decoder_type(t: FieldType) -> DecoderType | None:
     if isinstance(t, Bool):
         return "bool"
     if isinstance(t, ListOf):
-        return f"list[{_decoder_type(t.item)}]"
+        item = _decoder_type(t.item)
+        return None if item is None else f"list[{item}]"  # a list of objects: not decoded
     return None
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 from .classify import Outcome, Verdict, http_error, violation
 from .exchanges import Exchange, PendingRequest, StreamState
 from .finished import (
+    Bodies,
     FinishedMessage,
     FinishedRequest,
     FinishedSession,
     FinishedStream,
     Head,
+    SentEvent,
     SseSummary,
 )
 from .notes import Note
 from .record import EndReason, NoteCode, StreamEnd
-from .records import duration_ms
+from .records import duration_ms, elapsed_ms
 from .retries import retry_after_ms
 from .sessions import Session
 from .settings import Settings
@@ -130,7 +132,7 @@ def request(
         retry_after_ms(x.retry_after, ts) if failed else None,
         p.safety,
         p.previous_session,
-        (p.message, p.answer) if settings.record_bodies else None,
+        _bodies(x, p) if settings.record_bodies else None,
         p.prompt,
     )
 
@@ -231,3 +233,18 @@ def session(
         delete_notes=None,
         flow=x.flow if x else None,
     )
+
+
+def _bodies(x: Exchange, p: PendingRequest) -> Bodies:
+    """The request, its answer and how it came (`record_bodies`)."""
+    s = x.stream
+    events = (
+        ()
+        if s is None or s.transcript is None
+        else tuple(
+            SentEvent(elapsed_ms(x.started, e.ts), e.id, e.event, e.retry, e.data)
+            for e in s.transcript
+        )
+    )
+    headers_ms = None if x.headers_at is None else duration_ms(x.started, x.headers_at)
+    return Bodies(p.message, p.answer, headers_ms, events)

@@ -9,7 +9,7 @@ copied into a frozen value (`finished.py`) and this state is dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from .classify import Verdict
 from .decode import StreamDecoder
@@ -37,6 +37,21 @@ class PendingRequest:
     task: bool = False  # task-augmented (`params.task`, 2025-11-25)
     message: dict[str, Any] | None = None  # kept only with `record_bodies`
     answer: object = None  # likewise
+
+
+class WireEvent(NamedTuple):
+    """One SSE event as it came, for replay (kept only with `record_bodies`)."""
+
+    ts: float
+    id: str | None
+    event: str | None
+    retry: int | None
+    data: str
+
+
+#: The most events of one stream a transcript keeps: replay needs the events around an
+#: answer (progress, logs, server requests), not an endless stream's every keep-alive.
+MAX_TRANSCRIPT_EVENTS: Final = 256
 
 
 @dataclass(slots=True)
@@ -67,6 +82,8 @@ class StreamState:
     #: The first error without an id on a POST's stream: it answers the requests no
     #: answer named, once the stream has ended.
     unnamed_error: dict[str, Any] | None = None
+    #: Every event as it came (at most MAX_TRANSCRIPT_EVENTS), with `record_bodies` only.
+    transcript: list[WireEvent] | None = None
 
 
 @dataclass(slots=True)
@@ -94,6 +111,7 @@ class Exchange:
     status: int | None = None
     content_type: str | None = None
     retry_after: str | None = None
+    headers_at: float | None = None  # when the response's headers arrived
     content_coding: str = "identity"
     #: Why this 2xx answer to a request cannot reach the client (`answer_form_fault`).
     fault: Note | None = None

@@ -51,6 +51,26 @@ class SseSummary(NamedTuple):
     closed_ms: float | None = None  # a resumed answer's own stream: ms to its end
 
 
+class SentEvent(NamedTuple):
+    """An SSE event of the answer: ms after the request, its `id`, `event`, `retry`, data."""
+
+    ms: float
+    id: str | None
+    event: str | None
+    retry: int | None
+    data: str
+
+
+class Bodies(NamedTuple):
+    """What replay needs to serve the answer again: the request, its answer, when the
+    response's headers came (ms after the request), and every SSE event of its stream."""
+
+    request: dict[str, Any] | None
+    answer: object
+    headers_ms: float | None
+    events: tuple[SentEvent, ...]
+
+
 class FinishedRequest(NamedTuple):
     head: Head
     record_id: int
@@ -65,8 +85,8 @@ class FinishedRequest(NamedTuple):
     retry_after_ms: int | None
     safety: str | None
     previous_session: str | None
-    #: (request, answer) when `record_bodies` is on; redacted when the record is built.
-    bodies: tuple[dict[str, Any] | None, object] | None
+    #: With `record_bodies` only; redacted when the record is built.
+    bodies: Bodies | None
     prompt: str | None
 
 

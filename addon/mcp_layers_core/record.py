@@ -441,7 +441,7 @@ class Enum(NamedTuple):
 
 
 class ListOf(NamedTuple):
-    item: Int | Str
+    item: FieldType
 
 
 class RpcId(NamedTuple):
@@ -855,10 +855,40 @@ FIELDS: Final[tuple[Field, ...]] = (
             (
                 _m("request", AnyJson(), True, "the request message, redacted"),
                 _m("response", AnyJson(), True, "its answer, redacted (null if none)"),
+                _m(
+                    "headersMs",
+                    Num(),
+                    True,
+                    "ms from the request to the response's headers (null: none came)",
+                ),
+                _m(
+                    "events",
+                    ListOf(
+                        Obj(
+                            (
+                                _m("ms", Num(), False, "ms from the request to the event"),
+                                _m("id", Str(), True, "the event's `id` (the last one set)"),
+                                _m("event", Str(), True, "the event's type (`message`)"),
+                                _m("retry", Int(), True, "the `retry:` the event set"),
+                                _m("data", AnyJson(), True, "the data, redacted"),
+                                _m(
+                                    "json",
+                                    Bool(),
+                                    False,
+                                    "`data` is the JSON value the data held; false: its text",
+                                ),
+                            )
+                        )
+                    ),
+                    False,
+                    "every SSE event of the answer's stream as it came (at most 256), for "
+                    "`mcp-layers replay`; `[]` for a JSON answer",
+                ),
             )
         ),
         True,
-        "only with `--set mcp_record_bodies=true`: `{request, response}`, redacted: members "
+        "only with `--set mcp_record_bodies=true`: `{request, response, headersMs, events}`, "
+        "redacted: members "
         "named like secrets (`authorization`, `token`, `password`, `api_key`, `cookie`, …, "
         "and any name ending in one: `accessToken`, `clientSecret`, `x-api-key`; not "
         "`progressToken`) blanked, member names and every string scrubbed of token shapes, "

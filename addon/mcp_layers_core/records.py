@@ -13,6 +13,7 @@ from typing import Any
 
 from .classify import Verdict
 from .finished import (
+    Bodies,
     Finished,
     FinishedMessage,
     FinishedRequest,
@@ -21,7 +22,7 @@ from .finished import (
     Head,
     SseSummary,
 )
-from .jsonrpc import NOT_JSON
+from .jsonrpc import NOT_JSON, try_loads
 from .notes import NO_DETAIL, Note
 from .record import LAYER_OF, Kind, NoteCode, new_record
 from .redact import error_message, redact_json
@@ -61,7 +62,7 @@ def duration_ms(start: float, end: float | None) -> float | None:
     return None if end is None else round(max(0.0, end - start) * 1000, 1)
 
 
-def _duration_ms(start: float, end: float) -> float:
+def elapsed_ms(start: float, end: float) -> float:
     return round(max(0.0, end - start) * 1000, 1)
 
 
@@ -138,9 +139,7 @@ def request_record(f: FinishedRequest, negotiation: bool | None = None) -> dict[
         negotiation=negotiation,
     )
     if f.bodies is not None:
-        message, answer = f.bodies
-        answer = None if answer is NOT_JSON else answer
-        record["bodies"] = {"request": redact_json(message), "response": redact_json(answer)}
+        record["bodies"] = _bodies(f.bodies)
     return record
 
 
@@ -207,7 +206,7 @@ def _flow_record(
         id=record_id,
         kind=head.kind,
         ts=iso_ms(head.started),
-        durationMs=_duration_ms(head.started, head.ended),
+        durationMs=elapsed_ms(head.started, head.ended),
         server=head.server,
         session=head.session,
         client=head.client,
@@ -261,3 +260,31 @@ def add_verdict(record: dict[str, Any], request_id: object, verdict: Verdict) ->
 
 def sse_summary(events: int, final: bool, end: str, resumed: bool = False) -> dict[str, Any]:
     return {"events": events, "final": final, "end": end, "resumed": resumed}
+
+
+def _bodies(b: Bodies) -> dict[str, Any]:
+    """`bodies`, redacted: each event's data as the JSON it holds (redacted), else as text
+    scrubbed and cut like any string of a body."""
+    return {
+        "request": redact_json(b.request),
+        "response": redact_json(None if b.answer is NOT_JSON else b.answer),
+        "headersMs": b.headers_ms,
+        "events": [
+            {
+                "ms": e.ms,
+                "id": e.id,
+                "event": e.event,
+                "retry": e.retry,
+                **_event_data(e.data),
+            }
+            for e in b.events
+        ],
+    }
+
+
+def _event_data(data: str) -> dict[str, object]:
+    """`{data, json}`: the JSON value the data held (`json: true`), else the text."""
+    value = try_loads(data) if data else NOT_JSON
+    if value is NOT_JSON:
+        return {"data": redact_json(data), "json": False}
+    return {"data": redact_json(value), "json": True}

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 from . import limits
 from .classify import event_type_ok
 from .decode import event_value
-from .exchanges import Exchange, StreamState
+from .exchanges import MAX_TRANSCRIPT_EVENTS, Exchange, StreamState, WireEvent
 from .jsonrpc import NOT_JSON, is_notification, is_request, is_response
 from .notes import Note
 from .record import Kind, NoteCode, StreamEnd
@@ -88,15 +88,15 @@ class AnswerArray(NamedTuple):
 Found = Answer | Asked | Told | Endpoint | AnswerArray
 
 
-def read(x: Exchange, s: StreamState, data: bytes) -> list[Found]:
-    """What this chunk of `x`'s stream completed."""
+def read(x: Exchange, s: StreamState, data: bytes, ts: float) -> list[Found]:
+    """What this chunk of `x`'s stream (arriving at `ts`) completed."""
     items = s.decoder.feed(data)
     if s.decoder.failure is not None:  # this chunk made the stream unreadable
         x.notes.add_note(s.decoder.failure)
         return []
     found: list[Found] = []
     for item in items:
-        _item(x, s, item, found)
+        _item(x, s, item, found, ts)
     return found
 
 
@@ -105,17 +105,21 @@ def end(x: Exchange, s: StreamState, how: StreamEnd, ts: float) -> list[Found]:
     s.end, s.ended_at = how, ts
     found: list[Found] = []
     for item in s.decoder.end():
-        _item(x, s, item, found)
+        _item(x, s, item, found, ts)
     return found
 
 
-def _item(x: Exchange, s: StreamState, item: SseEvent | SseAnomaly, found: list[Found]) -> None:
+def _item(
+    x: Exchange, s: StreamState, item: SseEvent | SseAnomaly, found: list[Found], ts: float
+) -> None:
     if isinstance(item, SseAnomaly):
         if item.kind in (EVENT_OVER_CAP, EVENT_OVER_BUDGET):
             s.skipped_event = True
         x.notes.repeat(f"sse_{item.kind}", item.skipped_bytes)
         return
     s.events += 1
+    if s.transcript is not None and len(s.transcript) < MAX_TRANSCRIPT_EVENTS:
+        s.transcript.append(WireEvent(ts, item.id, item.event, item.retry, item.data))
     if item.id:
         s.saw_event_id = True
     if item.retry is not None:

@@ -409,7 +409,7 @@ class Tracker:
     # -- response ---------------------------------------------------------------------
 
     def _headers(self, x: Exchange, ev: ResponseStarted) -> None:
-        x.status = ev.status
+        x.status, x.headers_at = ev.status, ev.ts
         x.content_type = media_type(ev.headers.get("content-type"))
         x.retry_after = ev.headers.get("retry-after")
         x.content_coding = content_coding(ev.headers.get("content-encoding"))
@@ -436,6 +436,8 @@ class Tracker:
                 x.session.get_streams += 1
             decoder = StreamDecoder(x.content_coding, self._settings.max_event_bytes, self.buffers)
             x.stream = StreamState(decoder, ev.framed)
+            if self._settings.record_bodies:
+                x.stream.transcript = []
             if decoder.failure is not None:
                 x.notes.add_note(decoder.failure)
 
@@ -536,7 +538,7 @@ class Tracker:
         s = x.stream
         if s is None or not s.decoder.readable or not data:
             return []
-        return self._take(x, s, streams.read(x, s, data), ts)
+        return self._take(x, s, streams.read(x, s, data, ts), ts)
 
     def _take(
         self, x: Exchange, s: StreamState, found: list[streams.Found], ts: float
