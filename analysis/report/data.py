@@ -8,18 +8,22 @@ sampled, and `Sampling` says what was left out so that the page can say so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any, Final
 
 from mcp_layers_analysis import queries as figure_queries
 from mcp_layers_analysis.compare import table as compare_table
+from mcp_layers_analysis.duck import DuckEngine
 from mcp_layers_analysis.filters import Filters
 from mcp_layers_analysis.load import Engine
 from mcp_layers_analysis.render import Cell
 from mcp_layers_analysis.retries import Figure, all_figures
 from mcp_layers_analysis.summary import INJECTED, ORGANIC, PROBE, label, millis, tallies
+from mcp_layers_analysis.table import TABLE
 
 from . import queries
 from .queries import EDGES_MS, TIMELINE_COLUMNS
@@ -37,6 +41,13 @@ class Limits:
     per_session: int = 250  # records of one session drawn
     drawn: int = 4000  # records drawn in all timelines together (about 1 kB each)
     page_bytes: int = 8_000_000  # the page's size: past it, fewer timelines and rows
+    # Up to `exact` records every figure is over every record. Past it the overview still
+    # is (it is `summary`'s), and the other sections are over the records of a sample of
+    # sessions, about `sample` records: their queries (windows over retry chains, a
+    # grouping per session) cost more than reading the records, and what the page writes
+    # in the time `summary` takes is bounded so (benchmarks/report_bench.py).
+    exact: int = 250_000
+    sample: int = 100_000
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -114,6 +125,8 @@ class Sampling:
     chains_total: int = 0
     chains_drawn: int = 0
     records_cut: int = 0
+    every: int = 1  # the sections after the overview are over 1 session in `every`
+    sampled_records: int = 0  # the records of those sessions (when every > 1)
 
 
 @dataclass(slots=True)
@@ -131,6 +144,43 @@ def gather(
     engine: Engine, filters: Filters, records: int, limits: Limits = DEFAULT_LIMITS
 ) -> ReportData:
     clients = _clients(engine, filters)
+    step = math.ceil(records / limits.sample) if records > limits.exact else 1
+    # Sampled with DuckDB only: it swaps the engine's table for a while (another engine
+    # computes every section over every record).
+    if step > 1 and isinstance(engine, DuckEngine):
+        with _sampled(engine.con, step) as kept:
+            d = _sections(engine, filters, records, limits, clients)
+        d.sampling.every, d.sampling.sampled_records = step, kept
+        return d
+    return _sections(engine, filters, records, limits, clients)
+
+
+@contextmanager
+def _sampled(con: Any, step: int) -> Iterator[int]:
+    """The `records` table, for a while, as the records of 1 session in `step` (every
+    record of a session or none, so that its retries and its chain stay whole; records
+    without a session go by their client). Yields how many records that is."""
+    key = "coalesce(session, client, '')"
+    con.execute(f"ALTER VIEW {TABLE} RENAME TO report_every_record")
+    try:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE report_sample AS SELECT * FROM report_every_record "
+            f"WHERE hash({key}) % {step} = 0"
+        )
+        con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT * FROM report_sample")
+        row = con.execute("SELECT count(*) FROM report_sample").fetchone()
+        yield int(row[0]) if row else 0
+    finally:
+        con.execute(f"DROP VIEW IF EXISTS {TABLE}")
+        con.execute("DROP TABLE IF EXISTS report_sample")
+        con.execute(f"ALTER VIEW report_every_record RENAME TO {TABLE}")
+
+
+def _sections(
+    engine: Engine, filters: Filters, records: int, limits: Limits, clients: list[Client]
+) -> ReportData:
+    """Everything after the overview: retries per client, sessions, timelines, compare."""
+    _retries(engine, filters, clients)
     every = _sessions(engine, filters)
     joined = [(str(a), str(b)) for a, b in engine.rows(queries.retry_sessions(filters))]
     chains = _chains(every, joined)
@@ -211,12 +261,20 @@ def _clients(engine: Engine, filters: Filters) -> list[Client]:
             o.failed_by_layer[label(key)] = int(failed)
     for g, b, n in engine.rows(queries.latency_bins(filters)):
         of(g).latency_bins[int(b)] = int(n)
-    for group, figs in all_figures(engine, ("client",), filters).items():
-        of(group[0]).retry_figures = {f.name: f for f in figs}
-    for g, origin, b, n in engine.rows(queries.delay_bins(filters)):
-        bins = of(g).delay_bins.setdefault(origin, [0] * (len(EDGES_MS) + 1))
-        bins[int(b)] = int(n)
     return sorted(out.values(), key=lambda c: c.name)
+
+
+def _retries(engine: Engine, filters: Filters, clients: list[Client]) -> None:
+    """Each client's retry figures and delays (a client only a sample's sessions have
+    no retry: it keeps none)."""
+    of = {c.name: c for c in clients}
+    for group, figs in all_figures(engine, ("client",), filters).items():
+        if label(group[0]) in of:
+            of[label(group[0])].retry_figures = {f.name: f for f in figs}
+    for g, origin, b, n in engine.rows(queries.delay_bins(filters)):
+        if label(g) in of:
+            bins = of[label(g)].delay_bins.setdefault(origin, [0] * (len(EDGES_MS) + 1))
+            bins[int(b)] = int(n)
 
 
 # --------------------------------------------------------------------- sessions

@@ -185,6 +185,13 @@ def _header(
 
 def _sampling_notes(data: ReportData) -> Iterable[str]:
     s = data.sampling
+    if s.every > 1:
+        yield (
+            f"{data.records:,} records: the Overview counts every one of them; Retries, "
+            f"Sessions and Compare are over a sample, the records of 1 session in {s.every} "
+            f"({s.sampled_records:,} records). mcp-layers retries, sessions and compare "
+            "give them over every record."
+        )
     if s.sessions_total > s.sessions_listed:
         yield (
             f"The session list shows the first {s.sessions_listed:,} of {s.sessions_total:,} "
@@ -313,6 +320,7 @@ def _retries(data: ReportData) -> str:
         "on a new session initialised after the failure. Retry figures count every call, "
         "injected or not.</p>"
     )
+    intro += _sample_said(data)
     return _section("retries", "what each client repeated, how and how soon", [_grid(cards)], intro)
 
 
@@ -337,7 +345,9 @@ def _sessions(data: ReportData) -> str:
     )
     timelines = [_timeline(c) for c in data.chains]
     parts = [controls, table, "<h3>Timelines</h3>", _timeline_key(), *timelines] if rows else []
-    return _section("sessions", "each session, and what happened in it, in order", parts)
+    return _section(
+        "sessions", "each session, and what happened in it, in order", parts, _sample_said(data)
+    )
 
 
 def _session_row(s: Session, drawn: dict[str, str]) -> str:
@@ -436,7 +446,19 @@ def _compare(data: ReportData) -> str:
         "<p>One row per client and scenario. A cell's shade is its value against the "
         "highest in its column (shares against 100%); the value is printed in it.</p>"
     )
+    intro += _sample_said(data)
     return _section("compare", "client × scenario, side by side", [heat, full], intro)
+
+
+def _sample_said(data: ReportData) -> str:
+    """A sampled section's line saying so (nothing when it is over every record)."""
+    s = data.sampling
+    if s.every <= 1:
+        return ""
+    return (
+        f"<p class='note sampled'>Over a sample: the records of 1 session in {s.every} "
+        f"({s.sampled_records:,} of {data.records:,} records).</p>"
+    )
 
 
 def _heat_cell(value: Cell, column: Sequence[Cell]) -> str:

@@ -173,6 +173,38 @@ def test_timelines_stop_at_the_budget_of_drawn_records(tmp_path: Path) -> None:
     assert re.search(rf"Timelines are drawn for {drawn} of \d+ session chains", html)
 
 
+def test_past_the_exact_limit_the_sections_after_the_overview_are_a_sample(
+    tmp_path: Path,
+) -> None:
+    """Lowered limits (the real ones: 250,000 records, samples of about 100,000): the
+    overview still counts every record, the other sections are over whole sessions of a
+    sample, and the page says so in its header and in each of those sections."""
+    whole, _ = _synthetic_page(tmp_path, Limits())
+    html, _ = _synthetic_page(tmp_path, Limits(exact=100, sample=300))
+    records = int(re.search(r"<p class='meta'>([\d,]+) records", html).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert records > 300
+    said = re.search(
+        r"([\d,]+) records: the Overview counts every one of them; Retries, Sessions and "
+        r"Compare are over a sample, the records of 1 session in (\d+) \(([\d,]+) records\)",
+        html,
+    )
+    assert said, "the page does not say it is sampled"
+    step, kept = int(said.group(2)), int(said.group(3).replace(",", ""))
+    assert step == -(-records // 300) and 0 < kept < records
+    assert html.count("<p class='note sampled'>Over a sample") == 3  # retries, sessions, compare
+    # The overview is the same as over every record; the other sections are not.
+    assert _between(html, '<section id="overview"', "</section>") == _between(
+        whole, '<section id="overview"', "</section>"
+    )
+    assert html.count("<tr data-client='") < whole.count("<tr data-client='")
+    assert "over a sample" not in whole.lower()
+
+
+def _between(text: str, start: str, end: str) -> str:
+    i = text.index(start)
+    return text[i : text.index(end, i)]
+
+
 def test_one_record_is_one_record(tmp_path: Path) -> None:
     one = tmp_path / "one.jsonl"
     one.write_text(REAL[0].read_text().splitlines()[0] + "\n")
