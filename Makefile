@@ -1,5 +1,5 @@
 # The two commands the README names. Both install what they need first.
-.PHONY: demo test lint typecheck bench lab
+.PHONY: demo test lint typecheck bench lab docs
 
 demo:
 	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_demo
@@ -18,7 +18,13 @@ typecheck:
 bench:
 	@py=$$(MCP_LAYERS_EXTRAS=test,bench scripts/bootstrap) && $$py benchmarks/run.py
 
-# The client lab: real coding agents (pinned, ~1.1 GB installed once) against injected
-# faults, offline; writes the retry matrix to lab/MATRIX.md (docs/lab.md). ~20 minutes.
+# Rewrite what the docs list that the code defines (scripts/gen_docs.py: example records,
+# presets, options, the CLI synopsis, the record tables); a test fails when one is stale.
+docs:
+	@py=$$(scripts/bootstrap) && $$py scripts/gen_docs.py
+
+# The client lab: real coding agents (pinned, about 2.2 GB installed once) against injected
+# faults, offline; writes the retry matrix to lab/MATRIX.md (docs/lab.md). Two runs at a
+# time: about 50 minutes from an empty cache, installs included (mcp_layers_lab.FULL_PASS).
 lab:
-	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_lab --all
+	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_lab --all --jobs 2

@@ -16,7 +16,7 @@ from mcp_layers_core import faults
 from mcp_layers_core.record import FIELD_NAMES, FIELDS, Kind
 
 ROOT = Path(__file__).resolve().parents[2]
-FIX = "run: .venv/bin/python scripts/gen_docs.py (and commit what it rewrites)"
+FIX = "run: make docs (or .venv/bin/python scripts/gen_docs.py), and commit what it rewrites"
 
 
 def _load() -> ModuleType:
