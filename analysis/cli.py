@@ -716,6 +716,7 @@ def _bundle_members(paths: tuple[str, ...], subject: Subject, tmp: Path) -> dict
     from . import report as report_mod
     from . import verdicts as verdicts_mod
     from .duck import DuckEngine
+    from .queries import SESSION_COLUMNS
     from .verdicts import Instance
 
     filters = Filters(clients=frozen([subject.value])) if subject.option == "client" else Filters()
@@ -731,7 +732,10 @@ def _bundle_members(paths: tuple[str, ...], subject: Subject, tmp: Path) -> dict
     found: list[Instance] = []
     verdict_rows: list[list[str | None]] = []
     session = subject.value if subject.option == "session" else None
-    with loaded(reading, shared=True) as (engine, report):
+    # What the verdicts, the forensics and the list of sessions read (with `session`, `id`
+    # and `ts`, which pick a session's records): read once for all of them.
+    columns = tuple(dict.fromkeys((*verdicts_mod.COLUMNS, *SESSION_COLUMNS)))
+    with loaded(reading, columns, shared=True) as (engine, report):
         if report.records == 0:
             _warn("mcp-layers: no records in the input: nothing to bundle")
             raise SystemExit(ExitStatus.USAGE_ERROR)
