@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import orjson
 
-from .forensics import Aftermath, phrase
+from .forensics import STALL_MS, Aftermath, phrase
 from .inputs import Source, TruncatedStream, open_stream, stream_blocks
 from .records import CHECKER, check_line
 from .render import Cell, OutputFormat, render
@@ -243,7 +243,9 @@ def summary_md(
         if len(hangs) > MAX_FAILING:
             lines.append(f"- … {len(hangs) - MAX_FAILING} more in hangs.json")
         if stalls:
-            lines.append(f"- {len(stalls)} of them stalled (10 s or more of silence)")
+            lines.append(
+                f"- {len(stalls)} of them stalled ({STALL_MS / 1000:g} s or more of silence)"
+            )
     lines += [
         "",
         "## In this bundle",
