@@ -8,19 +8,27 @@ chunk written on as soon as it is read, before anything looks at it. Nothing is 
 held back, changed or answered on the server's behalf.
 
 Why this module sits beside the HTTP adapter (addon/mcp_layers.py) and not in the core:
-it does I/O (a process, pipes, signals, a file), and the core is sans-IO; what it sees
+it does I/O (processes, pipes, signals, a file), and the core is sans-IO; what it sees
 goes to the core's `StdioObserver` (mcp_layers_core/stdio.py), which turns lines into the
-same records. Why it imports only the standard library at start: a client counts the
-wrapper's start-up against the server's (Codex gives both 10 s), so the core (the
-tracker, the classifiers, the JSON writer) is imported by the recorder thread while the
-server is already starting.
+same records. Why it imports only the standard library: a client counts the wrapper's
+start-up against the server's (Codex gives both 10 s), so the core (the tracker, the
+classifiers, the JSON writer) is imported by the recorder while the server starts.
 
-Threads: three pumps (stdin, stdout, stderr), each a blocking `os.read`/`os.write` loop
-on raw file descriptors; one recorder, fed through a bounded outbox (items and bytes), so
-a pump never waits on the recorder: when the outbox is full the line is passed on and
-counted as not observed (`observer_dropped`). The main thread waits for the child,
-forwards SIGTERM, SIGINT and SIGHUP to it, and exits as it did: its exit code, or its
-signal raised again on the wrapper (128+N where that is not possible).
+Two processes. The wrapper runs three pumps (stdin, stdout, stderr), threads that do
+nothing but `os.read`, `os.write` and hand a copy of each chunk to the recorder. The
+recorder is a fork of the wrapper (made before any thread starts) that cuts the copies
+into lines, feeds them to the core and writes the records. A process, not a thread:
+the recorder's Python would hold the GIL the pumps need, and a pump waiting for it waits
+up to the interpreter's switch interval (5 ms) per chunk. The copies go over a
+SOCK_SEQPACKET socket pair, each send whole or not at all (`MSG_DONTWAIT`): when the
+recorder falls behind, the copy is dropped and counted (`observer_dropped`), the bytes
+never wait. Each copy carries its offset in its direction, so the recorder sees a gap and
+resynchronises at the next newline.
+
+The main thread waits for the server, forwards SIGTERM, SIGINT and SIGHUP to it, and exits
+as it did: its exit code, or its signal raised again on the wrapper (128+N where that is
+not possible). The recorder ignores those signals, finishes the records when the wrapper
+closes its socket, and is waited for (a few milliseconds, at most `RECORDER_GRACE_S`).
 
 Settings come only from argv: clients pass servers a filtered environment.
 """
@@ -29,15 +37,24 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+import select
 import signal
-import subprocess
+import socket
+import struct
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from typing import Any, Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; only the checker needs it
+    from collections.abc import Callable
+    from typing import Any, BinaryIO, Final
+
+    from mcp_layers_core.jsonl import RecordWriter
+    from mcp_layers_core.stdio import StdioObserver
 
 USAGE: Final = (
     "usage: mcp-layers wrap [--record-dir DIR] [--name NAME] [--scenario LABEL] "
@@ -48,22 +65,33 @@ USAGE: Final = (
 #: on unread, noted `line_over_cap`.
 DEFAULT_MAX_LINE_KB: Final = 16 * 1024
 
-#: One read from a pipe; a pipe holds 64 KiB unless told otherwise.
-READ_BYTES: Final = 1 << 16
+#: One read from a pipe. The pipes to the server are widened to this where the system
+#: allows (Linux `F_SETPIPE_SZ`): fewer, larger reads and writes for a large message.
+READ_BYTES: Final = 1 << 20
 
-#: What the outbox between the pumps and the recorder may hold before lines go unobserved.
-OUTBOX_ITEMS: Final = 8192
-OUTBOX_BYTES: Final = 64 * 1024 * 1024
+#: The most one copy to the recorder carries: a datagram must fit the socket's send
+#: buffer, which an unprivileged process cannot raise past `wmem_max` (~200 KiB).
+FRAME_BYTES: Final = 96 * 1024
 
-#: After the child exits and its stdout ends: how long its stderr may still take (a
+#: Copies a pump keeps for a recorder that is behind (a burst, a multi-MiB line), per
+#: direction; past it they are dropped and counted (`observer_dropped`).
+BACKLOG_BYTES: Final = 64 << 20
+
+#: A copy's header: direction (b"c" client->server, b"s" server->client), its offset in
+#: that direction, and when it was read.
+HEADER: Final = struct.Struct("<cQd")
+
+#: After the server exits and its stdout ends: how long its stderr may still take (a
 #: grandchild holding it open must not keep the wrapper alive), and the recorder.
 STDERR_GRACE_S: Final = 1.0
 RECORDER_GRACE_S: Final = 5.0
 
 FORWARDED: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
-#: What the recorder is told, in order (a tag and its values).
-Item = tuple[Any, ...]
+#: What a child must not inherit from Python: it ignores SIGPIPE (as `subprocess` resets).
+RESET_IN_CHILD: Final = tuple(
+    s for s in (getattr(signal, n, None) for n in ("SIGPIPE", "SIGXFZ", "SIGXFSZ")) if s
+)
 
 
 class Refusal(Exception):
@@ -152,82 +180,12 @@ def open_recording(directory: str, started: float) -> tuple[int, str]:
     return fd, path
 
 
-class Outbox:
-    """Pumps put, the recorder takes; bounded in items and bytes, and `put` never waits."""
-
-    def __init__(self, max_items: int = OUTBOX_ITEMS, max_bytes: int = OUTBOX_BYTES) -> None:
-        self._items: deque[Item] = deque()
-        self._bytes = 0
-        self._max_items = max_items
-        self._max_bytes = max_bytes
-        self._cv = threading.Condition()
-
-    def put(self, item: Item, size: int = 0) -> bool:
-        with self._cv:
-            if len(self._items) >= self._max_items or self._bytes + size > self._max_bytes:
-                return False
-            self._items.append(item)
-            self._bytes += size
-            self._cv.notify()
-        return True
-
-    def must_put(self, item: Item) -> None:
-        """For the few control items (ends, exits): always kept, whatever the bounds."""
-        with self._cv:
-            self._items.append(item)
-            self._cv.notify()
-
-    def take(self) -> list[Item]:
-        with self._cv:
-            while not self._items:
-                self._cv.wait()
-            items = list(self._items)
-            self._items.clear()
-            self._bytes = 0
-        return items
-
-
-class Lines:
-    """Cuts one direction's bytes into lines for the recorder, off the copy that was
-    already written on. Keeps at most `cap` bytes of the line in progress (past that, its
-    start only: enough for an answer's id)."""
-
-    def __init__(self, tag: str, outbox: Outbox, cap: int, head: int) -> None:
-        self.tag = tag
-        self.outbox = outbox
-        self.cap = cap
-        self.head = head
-        self.buf = bytearray()
-        self.size = 0  # of the line in progress, all of it
-        self.lost = 0
-
-    def feed(self, data: bytes, ts: float) -> None:
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            if self.size == 0:
-                line = data[start:end]
-                size = len(line)
-                if size > self.cap:
-                    line = line[: self.head]
-            else:
-                size = self.size + end - start
-                if size <= self.cap:
-                    self.buf += data[start:end]
-                line = bytes(self.buf)
-                self.buf.clear()
-                self.size = 0
-            if not self.outbox.put((self.tag, line, size, ts), len(line)):
-                self.lost += 1
-            start = end + 1
-        if start < len(data):
-            rest = len(data) - start
-            if self.size + rest <= self.cap:
-                self.buf += data[start:]
-            elif self.size <= self.cap:
-                # Over the cap from here on: keep the start only.
-                self.buf += data[start:]
-                del self.buf[self.head :]
-            self.size += rest
+def widen(fd: int) -> None:
+    """Let a pipe hold `READ_BYTES` (Linux); elsewhere, or when refused, as it is."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setsize is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, setsize, READ_BYTES)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -237,56 +195,147 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def pump(
-    src: int,
-    dst: int,
-    lines: Lines | None,
-    on_end: Callable[[bool], None],
-    count_lines: Callable[[bytes], None] | None = None,
-) -> None:
+class Copier:
+    """A pump's line to the recorder. A copy is sent whole (`MSG_DONTWAIT`) or, when the
+    recorder is behind, kept in a backlog (at most `BACKLOG_BYTES`, then dropped and
+    counted) that the pump sends as room appears; the pump never waits for it."""
+
+    __slots__ = (
+        "backlog",
+        "backlog_bytes",
+        "dropped_lines",
+        "lines",
+        "offset",
+        "open",
+        "sock",
+        "tag",
+    )
+
+    def __init__(self, sock: socket.socket, tag: bytes) -> None:
+        self.sock = sock
+        self.tag = tag
+        self.offset = 0
+        self.dropped_lines = 0
+        self.lines = 0  # stderr's: counted here, never copied
+        self.open = True
+        self.backlog: deque[list[bytes]] = deque()
+        self.backlog_bytes = 0
+
+    def copy(self, data: bytes, ts: float) -> None:
+        if self.tag == b"e":
+            self.lines += data.count(b"\n")
+            return
+        offset, self.offset = self.offset, self.offset + len(data)
+        if not self.open:
+            return
+        for start in range(0, len(data), FRAME_BYTES):
+            frame = [HEADER.pack(self.tag, offset + start, ts), data[start : start + FRAME_BYTES]]
+            if not self.backlog and self._send(frame):
+                continue
+            if self.backlog_bytes + len(frame[1]) > BACKLOG_BYTES:
+                self.dropped_lines += frame[1].count(b"\n")  # the recorder sees the gap
+                continue
+            self.backlog.append(frame)
+            self.backlog_bytes += len(frame[1])
+        if self.backlog:
+            self.flush()
+
+    def _send(self, frame: list[bytes], flags: int = socket.MSG_DONTWAIT) -> bool:
+        try:
+            self.sock.sendmsg(frame, [], flags)
+        except BlockingIOError:
+            return False
+        except OSError:
+            self.open = False  # the recorder is gone: the bytes still flow
+            self.backlog.clear()
+        return True
+
+    def flush(self, wait: bool = False) -> None:
+        """Send what the backlog holds, as far as there is room (`wait`: all of it)."""
+        flags = 0 if wait else socket.MSG_DONTWAIT
+        while self.backlog and self._send(self.backlog[0], flags):
+            if self.backlog:
+                self.backlog_bytes -= len(self.backlog.popleft()[1])
+
+
+def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], None]) -> None:
     """Copy `src` to `dst` until EOF (or `dst` is gone), then `on_end(broke)`: bytes are
-    written on first, looked at after."""
+    written on first, copied to the recorder after."""
     broke = False
     clock = time.time
     try:
         while True:
+            if copier is not None and copier.backlog:
+                # Copies wait for the recorder: read on as soon as there is input, and
+                # send them as soon as there is room, whichever comes first.
+                ready = select.select([src], [copier.sock], [])
+                if ready[1]:
+                    copier.flush()
+                if not ready[0]:
+                    continue
             try:
                 data = os.read(src, READ_BYTES)
             except OSError:
                 break
             if not data:
                 break
+            # Stamped when read, before it is written on: a request's time is then always
+            # before its answer's.
+            ts = clock()
             try:
                 write_all(dst, data)
             except OSError:
                 broke = True
                 break
-            if lines is not None:
-                lines.feed(data, clock())
-            elif count_lines is not None:
-                count_lines(data)
+            if copier is not None:
+                copier.copy(data, ts)
     finally:
-        on_end(broke)
+        on_end(broke)  # first: the other side sees the end at once
+        if copier is not None:
+            copier.flush(wait=True)  # the bytes are through: the recorder may take its time
+
+
+def spawn(command: list[str]) -> tuple[int, int, int, int]:
+    """Start `command` on three new pipes, in this process group: (pid, its stdin, its
+    stdout, its stderr), the wrapper's ends. Raises OSError when it cannot be started."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    for fd in (in_w, out_r, err_r):
+        widen(fd)
+    try:
+        pid = os.posix_spawnp(
+            command[0],
+            command,
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, in_r, 0),
+                (os.POSIX_SPAWN_DUP2, out_w, 1),
+                (os.POSIX_SPAWN_DUP2, err_w, 2),
+            ],
+            setsigdef=RESET_IN_CHILD,
+        )
+    except BaseException:
+        for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise
+    for fd in (in_r, out_w, err_w):
+        os.close(fd)
+    return pid, in_w, out_r, err_r
 
 
 class Wrapper:
     def __init__(self, options: Options) -> None:
         self.o = options
-        self.outbox = Outbox()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None
         self.pending_signals: list[int] = []
 
-    # -- signals ---------------------------------------------------------------------
-
     def forward(self, signum: int, _frame: object) -> None:
-        proc = self.proc
-        if proc is None:
-            self.pending_signals.append(signum)  # arrived before the child existed
+        if self.pid is None:
+            self.pending_signals.append(signum)  # arrived before the server existed
             return
         with contextlib.suppress(OSError):  # already gone
-            proc.send_signal(signum)
-
-    # -- the run ---------------------------------------------------------------------
+            os.kill(self.pid, signum)
 
     def run(self) -> int:
         o = self.o
@@ -297,92 +346,86 @@ class Wrapper:
         for forwarded in FORWARDED:
             signal.signal(forwarded, self.forward)
         try:
-            proc = subprocess.Popen(
-                o.command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                bufsize=0,
-            )
+            pid, child_in, child_out, child_err = spawn(o.command)
         except OSError as e:
             return self.spawn_failed(e, fd, server, run_id, started)
-        self.proc = proc
+        self.pid = pid
         for signum in self.pending_signals:
             self.forward(signum, None)
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        child_in, child_out, child_err = (
-            proc.stdin.fileno(),
-            proc.stdout.fileno(),
-            proc.stderr.fileno(),
-        )
 
-        recorder = threading.Thread(
-            target=record,
-            args=(self.outbox, fd, server, run_id, started, o.scenario),
-            name="mcp-layers-recorder",
-            daemon=True,
-        )
-        recorder.start()
-        head = min(4096, o.max_line)
-        client_lines = Lines("c", self.outbox, o.max_line, head)
-        server_lines = Lines("s", self.outbox, o.max_line, head)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        for s in (mine, theirs):
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+            except OSError:
+                pass
+        recorder = os.fork()  # no thread runs yet: a plain fork is safe
+        if recorder == 0:
+            mine.close()
+            for end in (child_in, child_out, child_err):
+                os.close(end)
+            recorder_process(theirs, fd, server, run_id, started, o)
+        theirs.close()
+        os.close(fd)
+
+        control = threading.Lock()
+
+        def tell(*item: object) -> None:
+            """A control message (`x` and words): small, rare, never dropped."""
+            with control, contextlib.suppress(OSError):
+                mine.send(b"x" + " ".join(map(str, item)).encode())
+
+        client = Copier(mine, b"c")
+        answers = Copier(mine, b"s")
 
         def stdin_ended(broke: bool) -> None:
-            if broke:
-                self.outbox.must_put(("epipe", "server"))
-            else:
-                self.outbox.must_put(("c_eof", time.time()))
+            tell("epipe", "server") if broke else tell("c_eof", time.time())
             # The client's EOF is the server's: close its stdin, never kill it.
             with contextlib.suppress(OSError):
-                proc.stdin.close()  # type: ignore[union-attr]
+                os.close(child_in)
 
         def stdout_ended(broke: bool) -> None:
+            # The client sees the end of the server's stdout now, not when the recorder
+            # is done (its copy of fd 1 is /dev/null).
+            with contextlib.suppress(OSError):
+                os.close(1)
             if broke:
-                self.outbox.must_put(("epipe", "client"))
+                tell("epipe", "client")
                 # The client stopped reading: so does the wrapper, and the server's next
                 # write fails as it would have without the wrapper.
                 with contextlib.suppress(OSError):
-                    proc.stdout.close()  # type: ignore[union-attr]
-            self.outbox.must_put(("s_eof", server_lines.size, server_lines.lost))
+                    os.close(child_out)
 
-        stderr_count = [0]
-
-        def count(data: bytes) -> None:
-            stderr_count[0] += data.count(b"\n")
+        stderr = Copier(mine, b"e")
 
         def stderr_ended(_broke: bool) -> None:
             pass
 
         threads = [
+            threading.Thread(target=pump, args=(0, child_in, client, stdin_ended), daemon=True),
+            threading.Thread(target=pump, args=(child_out, 1, answers, stdout_ended), daemon=True),
             threading.Thread(
                 target=pump,
-                args=(0, child_in, client_lines, stdin_ended),
-                name="mcp-layers-stdin",
-                daemon=True,
-            ),
-            threading.Thread(
-                target=pump,
-                args=(child_out, 1, server_lines, stdout_ended),
-                name="mcp-layers-stdout",
-                daemon=True,
-            ),
-            threading.Thread(
-                target=pump,
-                args=(child_err, 2, None, stderr_ended, count),
-                name="mcp-layers-stderr",
+                args=(child_err, 2, stderr, stderr_ended),
                 daemon=True,
             ),
         ]
         for t in threads:
             t.start()
-        code = proc.wait()
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        ended = time.time()
         threads[1].join()  # every byte of stdout reaches the client before the wrapper exits
         threads[2].join(STDERR_GRACE_S)
-        self.outbox.must_put(("c_lost", client_lines.lost))
-        self.outbox.must_put(("stderr", stderr_count[0]))
-        self.outbox.must_put(("exit", time.time(), code))
-        self.outbox.must_put(("stop",))
-        recorder.join(RECORDER_GRACE_S)
+        tell("lost", client.dropped_lines + answers.dropped_lines)
+        tell("stderr", stderr.lines)
+        tell("exit", ended, code)
+        mine.close()
+        deadline = time.monotonic() + RECORDER_GRACE_S
+        while time.monotonic() < deadline:
+            if os.waitpid(recorder, os.WNOHANG)[0]:
+                break
+            time.sleep(0.002)
         return code
 
     def spawn_failed(self, e: OSError, fd: int, server: str, run_id: str, started: float) -> int:
@@ -392,74 +435,145 @@ class Wrapper:
         name = errno.errorcode.get(e.errno or 0, "ERROR")
         message = f"mcp-layers wrap: cannot start {self.o.command[0]!r}: {e.strerror or e}\n"
         os.write(2, message.encode("utf-8", "replace"))
-        from mcp_layers_core.jsonl import RecordWriter
-        from mcp_layers_core.settings import Settings
-        from mcp_layers_core.stdio import StdioObserver
-
-        observer = StdioObserver(
-            server=server,
-            run_id=run_id,
-            started=started,
-            settings=Settings(scenario=self.o.scenario),
-        )
-        with os.fdopen(fd, "ab", buffering=0) as f:
-            RecordWriter(started=started, outfile=f).write([observer.spawn_failed(ended, name)])
+        observer, writer, f = recorder_parts(fd, server, run_id, started, self.o)
+        writer.write([observer.spawn_failed(ended, name)])
+        f.close()
         return 127 if e.errno == errno.ENOENT else 126
 
 
-def record(
-    outbox: Outbox, fd: int, server: str, run_id: str, started: float, scenario: str | None
-) -> None:
-    """The recorder thread: the core, imported here (off the start-up path), turns what
-    the pumps saw into records, written one line each."""
+def recorder_parts(
+    fd: int, server: str, run_id: str, started: float, o: Options
+) -> tuple[StdioObserver, RecordWriter, BinaryIO]:
+    """The core, imported here, off the start-up path: the observer and the writer."""
     from mcp_layers_core.jsonl import RecordWriter
     from mcp_layers_core.settings import Settings
     from mcp_layers_core.stdio import StdioObserver
 
     observer = StdioObserver(
-        server=server, run_id=run_id, started=started, settings=Settings(scenario=scenario)
+        server=server, run_id=run_id, started=started, settings=Settings(scenario=o.scenario)
     )
-    problems: list[str] = []
     f = os.fdopen(fd, "ab", buffering=0)
-    writer = RecordWriter(started=started, outfile=f, on_error=problems.append)
+
+    def report(problem: str) -> None:
+        os.write(2, f"mcp-layers wrap: {problem}\n".encode("utf-8", "replace"))
+
+    return observer, RecordWriter(started=started, outfile=f, on_error=report), f
+
+
+#: What is kept of a line over the cap: its start, where an answer's id is.
+HEAD_BYTES: Final = 4096
+
+
+class Lines:
+    """One direction's copies cut into lines (the recorder's side). Keeps at most `cap`
+    bytes of the line in progress (past that, its start only: enough for an answer's id);
+    after a dropped copy, skips to the next newline."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = min(HEAD_BYTES, cap)
+        self.buf = bytearray()
+        self.size = 0  # of the line in progress, all of it
+        self.expected = 0
+        self.skipping = False
+
+    def feed(self, offset: int, data: bytes) -> list[tuple[bytes, int]]:
+        if offset != self.expected:  # copies were dropped: the line in progress is lost
+            self.buf.clear()
+            self.size = 0
+            self.skipping = True
+        self.expected = offset + len(data)
+        out: list[tuple[bytes, int]] = []
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if self.skipping:
+                self.skipping = False
+            elif self.size == 0:
+                size = end - start
+                out.append(
+                    (data[start : start + self.head] if size > self.cap else data[start:end], size)
+                )
+            else:
+                size = self.size + end - start
+                if size <= self.cap:
+                    self.buf += data[start:end]
+                out.append((bytes(self.buf), size))
+                self.buf.clear()
+                self.size = 0
+            start = end + 1
+        if start < len(data) and not self.skipping:
+            rest = len(data) - start
+            if self.size + rest <= self.cap:
+                self.buf += data[start:]
+            elif self.size <= self.cap:
+                self.buf += data[start:]
+                del self.buf[self.head :]
+            self.size += rest
+        return out
+
+
+def recorder_process(
+    sock: socket.socket, fd: int, server: str, run_id: str, started: float, o: Options
+) -> None:
+    """The forked recorder: copies in, records out, until the wrapper closes the socket."""
+    for s in FORWARDED:
+        signal.signal(s, signal.SIG_IGN)  # the group's signals are for the server
+    with contextlib.suppress(OSError):
+        # Background work: on a busy machine the server's own start-up comes first.
+        os.nice(5)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # the client's stdout must see EOF when the wrapper exits
+    os.close(null)
+    code = 0
+    try:
+        record(sock, fd, server, run_id, started, o)
+    except BaseException as e:  # the recorder must never take the run down
+        os.write(2, f"mcp-layers wrap: the recorder stopped ({e!r})\n".encode())
+        code = 1
+    os._exit(code)
+
+
+def record(
+    sock: socket.socket, fd: int, server: str, run_id: str, started: float, o: Options
+) -> None:
+    observer, writer, f = recorder_parts(fd, server, run_id, started, o)
+    cut = {b"c": Lines(o.max_line), b"s": Lines(o.max_line)}
+    from_client, from_server = observer.from_client, observer.from_server
+    size = HEADER.size + FRAME_BYTES
+    unpack = HEADER.unpack_from
     while True:
-        for item in outbox.take():
-            tag = item[0]
-            if tag == "c":
-                out = observer.from_client(item[1], item[2], item[3])
-            elif tag == "s":
-                out = observer.from_server(item[1], item[2], item[3])
-            elif tag == "c_eof":
-                observer.client_closed(item[1])
-                continue
-            elif tag == "s_eof":
-                observer.server_closed(item[1])
-                observer.lost(item[2])
-                continue
-            elif tag == "c_lost":
-                observer.lost(item[1])
-                continue
-            elif tag == "stderr":
-                observer.stderr += item[1]
-                continue
-            elif tag == "epipe":
-                if item[1] == "client":
-                    observer.epipe_to_client = True
-                else:
-                    observer.epipe_to_server = True
-                continue
-            elif tag == "exit":
-                code: int = item[2]
-                sig = signal.Signals(-code).name if code < 0 else None
-                out = observer.exited(item[1], None if sig else code, sig)
-            else:  # "stop"
-                f.close()
-                return
+        msg = sock.recv(size)
+        if not msg:
+            break
+        tag = msg[:1]
+        if tag == b"c" or tag == b"s":
+            _, offset, ts = unpack(msg)
+            take = from_client if tag == b"c" else from_server
+            out: list[dict[str, Any]] = []
+            for line, n in cut[tag].feed(offset, msg[HEADER.size :]):
+                out += take(line, n, ts)
             if out:
                 writer.write(out)
-        if problems:
-            os.write(2, f"mcp-layers wrap: {problems[-1]}\n".encode())
-            problems.clear()
+            continue
+        what, *args = msg[1:].decode().split()
+        if what == "c_eof":
+            observer.client_closed(float(args[0]))
+        elif what == "epipe":
+            if args[0] == "client":
+                observer.epipe_to_client = True
+            else:
+                observer.epipe_to_server = True
+        elif what == "lost":
+            observer.lost(int(args[0]))
+        elif what == "stderr":
+            observer.stderr += int(args[0])
+        elif what == "exit":
+            observer.server_closed(cut[b"s"].size)
+            code = int(args[1])
+            sig = signal.Signals(-code).name if code < 0 else None
+            writer.write(observer.exited(float(args[0]), None if sig else code, sig))
+    f.close()
 
 
 def exit_like(code: int) -> None:

@@ -50,6 +50,9 @@ from .tracker import Emitted, Tracker
 #: What the wrapper keeps of a line longer than its cap: enough to read an answer's id.
 HEAD_BYTES: Final = 4096
 
+#: Answers kept for a request the recorder has not heard of yet (`_early_answer`).
+MAX_EARLY: Final = 256
+
 #: Server requests remembered (id -> method, when) until the client answers them.
 MAX_ASKED: Final = 1024
 
@@ -100,6 +103,9 @@ class StdioObserver:
         #: flow -> notes only stdio knows, added to its record when the tracker writes it.
         self._flow_notes: dict[str, list[str]] = {}
         self._asked: dict[tuple[str, object], tuple[str, float]] = {}
+        #: Answers heard before their requests (`_early_answer`), and their ids as sent.
+        self._early: dict[tuple[str, object], tuple[bytes, int, float]] = {}
+        self._early_ids: dict[tuple[str, object], object] = {}
         self._client: str | None = None
         self._version: str | None = None
         self._last_id = 0
@@ -144,7 +150,14 @@ class StdioObserver:
             self._flows[flow] = keys
             for k in keys:
                 self._pending[k] = flow
-            return self._records(out)
+            records = self._records(out)
+            if self._early:
+                for k in keys:
+                    early = self._early.pop(k, None)
+                    self._early_ids.pop(k, None)
+                    if early is not None and flow in self._flows:
+                        records += self._deliver(flow, *early)
+            return records
         answered: tuple[str, float] | None = None
         for m in msgs:
             if is_notification(m) and m.get("method") == "notifications/cancelled":
@@ -199,9 +212,10 @@ class StdioObserver:
         if is_notification(value):
             self.server_notifications += 1
             return []
-        flow = self._pending.get(id_key(value.get("id")))
+        key = id_key(value.get("id"))
+        flow = self._pending.get(key)
         if flow is None:
-            self._unexpected(value.get("id"))
+            self._early_answer(key, value.get("id"), line, size, ts)
             return []
         return self._deliver(flow, line, size, ts)
 
@@ -245,6 +259,8 @@ class StdioObserver:
             self._forget(flow)
             out += self.tracker.handle(FlowFailed(flow, ts, "server exited"))
         out += self.tracker.handle(ProxyStopping(ts))
+        for key in self._early:
+            self._unexpected(self._early_ids[key])
         records = self._records(out)
         end = [] if how is None else [Note(NoteCode.SERVER_EXITED, how)]
         records.append(self._session_end(ts, EndReason.EXITED, end))
@@ -273,6 +289,19 @@ class StdioObserver:
             if self._pending.get(k) == flow:
                 del self._pending[k]
             self._cancelled.discard(k)
+
+    def _early_answer(
+        self, key: tuple[str, object], rpc_id: object, line: bytes, size: int, ts: float
+    ) -> None:
+        """An answer no pending request has. Usually its request is still on its way to
+        the recorder (the pumps write first and report after, each on its own thread, so
+        a fast server's answer can be reported before the request it answers): kept for
+        that request, a few at a time. Those never claimed are unexpected at the end."""
+        if rpc_id is None or len(self._early) >= MAX_EARLY:
+            self._unexpected(rpc_id)
+        else:
+            self._early[key] = (line, size, ts)
+            self._early_ids[key] = rpc_id
 
     def _over_cap(self, size: int) -> None:
         if self.over_cap is None:

@@ -185,6 +185,19 @@ def test_a_server_request_and_the_clients_answer() -> None:
     assert r.end()["sessionStats"]["serverRequests"] == 1
 
 
+def test_an_answer_heard_before_its_request_is_paired_with_it() -> None:
+    # The pumps report after writing, each on its own thread: a fast server's answer can
+    # reach the recorder before the request it answers.
+    r = Run()
+    r.handshake()
+    r.server(result(1))
+    r.client(call(1))
+    r.server({"jsonrpc": "2.0", "id": 42, "result": {}})  # answers nothing, ever
+    r.exit(0)
+    assert r.kind("request")[1]["outcome"] == "TOOL_SUCCESS"
+    assert r.end()["notes"] == ["server_exited:code=0", "unexpected_response_id:42"]
+
+
 def test_an_answer_after_the_clients_cancellation_is_late() -> None:
     r = Run()
     r.handshake()

@@ -1,0 +1,217 @@
+"""What `mcp-layers wrap` costs a stdio server: latency per message, throughput, start-up.
+
+    .venv/bin/python benchmarks/stdio_bench.py           # default sizes (~1 minute)
+    .venv/bin/python benchmarks/stdio_bench.py --quick
+
+Each figure is measured twice in the same run, against the same child: directly (the
+client starts the child) and through the wrapper (the client starts `mcp-layers wrap --
+child`), interleaved so that load from other work on the machine falls on both alike.
+
+- latency: a client writes one `tools/call` line and waits for the answer line, N times;
+  the child answers at once. A round trip crosses the wrapper twice (request, answer), so
+  the added latency per message is half the difference of the round trips' medians (p50).
+  The recorder pairs and writes every call (its records are checked at the end).
+- throughput: the client streams JSON-RPC lines of 1 KiB through `cat` and reads them back
+  (both directions at once); bytes per second, wrapped / direct.
+- start-up: from spawning the command to the child's first line on stdout, for a child
+  that prints at once; median of the differences.
+
+Targets (issue 30): p50 <= 50 us per message, >= 0.9x throughput, <= 100 ms start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+WRAPPER = shutil.which("mcp-layers", path=os.path.dirname(sys.executable)) or "mcp-layers"
+
+#: The child that answers each line with a result (the same program direct and wrapped).
+ANSWERER = r"""
+import os, sys
+buf = b""
+while True:
+    data = os.read(0, 65536)
+    if not data:
+        break
+    buf += data
+    while (i := buf.find(b"\n")) >= 0:
+        line, buf = buf[:i], buf[i + 1:]
+        j = line.find(b'"id":') + 5
+        k = line.find(b",", j)
+        os.write(1, b'{"jsonrpc":"2.0","id":' + line[j:k]
+                 + b',"result":{"content":[{"type":"text","text":"ok"}],"isError":false}}\n')
+"""
+
+CALL = (
+    b'{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"echo",'
+    b'"arguments":{"text":"hello"}}}\n'
+)
+
+PRINT_AT_ONCE = "import os; os.write(1, b'ready\\n')"
+
+
+def command(wrapped: bool, record_dir: str, *child: str) -> list[str]:
+    return [WRAPPER, "wrap", "--record-dir", record_dir, "--", *child] if wrapped else list(child)
+
+
+def latency(wrapped: bool, n: int, record_dir: str) -> list[float]:
+    proc = subprocess.Popen(
+        command(wrapped, record_dir, sys.executable, "-c", ANSWERER),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    out, inp = proc.stdout.fileno(), proc.stdin.fileno()
+    times: list[float] = []
+    for i in range(n + 50):
+        line = CALL.replace(b"ID", str(i).encode())
+        t0 = time.perf_counter()
+        os.write(inp, line)
+        got = b""
+        while not got.endswith(b"\n"):
+            got += os.read(out, 65536)
+        if i >= 50:  # the first calls warm up both processes
+            times.append(time.perf_counter() - t0)
+    proc.stdin.close()
+    proc.wait()
+    return times
+
+
+def throughput(wrapped: bool, megabytes: int, record_dir: str) -> float:
+    line = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"' + b"x" * 950
+    line += b'"}}\n'
+    total = megabytes * 1024 * 1024 // len(line) * len(line)
+    chunk = line * 64
+    proc = subprocess.Popen(
+        command(wrapped, record_dir, "cat"), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def feed() -> None:
+        assert proc.stdin is not None
+        sent = 0
+        while sent < total:
+            piece = chunk[: total - sent]
+            proc.stdin.write(piece)
+            sent += len(piece)
+        proc.stdin.close()
+
+    t0 = time.perf_counter()
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    got = 0
+    fd = proc.stdout.fileno()
+    while got < total and (data := os.read(fd, 1 << 20)):
+        got += len(data)
+    elapsed = time.perf_counter() - t0  # the bytes are through; the recorder may lag
+    assert os.read(fd, 1) == b""  # and nothing more: EOF
+    feeder.join()
+    proc.wait()
+    assert got == total, (got, total)
+    return total / elapsed
+
+
+def startup(wrapped: bool, record_dir: str) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        command(wrapped, record_dir, sys.executable, "-c", PRINT_AT_ONCE),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stdin is not None
+    os.read(proc.stdout.fileno(), 100)
+    elapsed = time.perf_counter() - t0
+    proc.stdin.close()
+    proc.wait()
+    return elapsed
+
+
+def records_in(directory: str) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for path in Path(directory).glob("*.jsonl"):
+        out += [json.loads(line) for line in path.read_text().splitlines()]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = parser.parse_args()
+    calls, megabytes, starts, reps = (500, 64, 10, 2) if args.quick else (3000, 256, 30, 3)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = os.path.join(tmp, "rec")
+        direct_rtt: list[float] = []
+        wrapped_rtt: list[float] = []
+        for _ in range(reps):  # interleaved
+            direct_rtt += latency(False, calls, rec)
+            wrapped_rtt += latency(True, calls, rec)
+        recorded = [r for r in records_in(rec) if r["kind"] == "request"]
+        assert len(recorded) == reps * (calls + 50), len(recorded)
+        assert all(r["outcome"] == "TOOL_SUCCESS" for r in recorded)
+
+        direct_bps: list[float] = []
+        wrapped_bps: list[float] = []
+        for _ in range(reps):
+            direct_bps.append(throughput(False, megabytes, rec))
+            wrapped_bps.append(throughput(True, megabytes, rec))
+
+        direct_start: list[float] = []
+        wrapped_start: list[float] = []
+        for _ in range(starts):
+            direct_start.append(startup(False, rec))
+            wrapped_start.append(startup(True, rec))
+        dropped = [
+            n for r in records_in(rec) for n in r["notes"] if str(n).startswith("observer_dropped")
+        ]
+
+    def p50(xs: list[float]) -> float:
+        return statistics.median(xs)
+
+    added_us = (p50(wrapped_rtt) - p50(direct_rtt)) / 2 * 1e6
+    ratio = p50(wrapped_bps) / p50(direct_bps)
+    start_ms = (p50(wrapped_start) - p50(direct_start)) * 1000
+    figures = {
+        "round_trip_p50_us": {"direct": p50(direct_rtt) * 1e6, "wrapped": p50(wrapped_rtt) * 1e6},
+        "added_latency_per_message_p50_us": added_us,
+        "throughput_MiB_s": {
+            "direct": p50(direct_bps) / 2**20,
+            "wrapped": p50(wrapped_bps) / 2**20,
+        },
+        "throughput_ratio": ratio,
+        "startup_ms": {"direct": p50(direct_start) * 1000, "wrapped": p50(wrapped_start) * 1000},
+        "startup_overhead_ms": start_ms,
+        "observer_dropped_notes": dropped,
+    }
+    print(
+        f"round trip p50: direct {p50(direct_rtt) * 1e6:.0f} us, "
+        f"wrapped {p50(wrapped_rtt) * 1e6:.0f} us"
+    )
+    print(f"added latency per message, p50: {added_us:.0f} us (target <= 50 us)")
+    print(
+        f"throughput: direct {p50(direct_bps) / 2**20:.0f} MiB/s, wrapped "
+        f"{p50(wrapped_bps) / 2**20:.0f} MiB/s: {ratio:.2f}x (target >= 0.9x)"
+    )
+    print(
+        f"start-up to the first line: direct {p50(direct_start) * 1000:.0f} ms, wrapped "
+        f"{p50(wrapped_start) * 1000:.0f} ms: +{start_ms:.0f} ms (target <= 100 ms)"
+    )
+    print(f"lines passed but not recorded: {dropped or 'none'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
