@@ -23,6 +23,7 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_layers_support import node_peers
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 SERVER = PEERS / "stdio_server.py"
@@ -116,6 +117,43 @@ def test_a_crash_mid_call_is_a_transport_failure(
     assert end["notes"][0] == "server_exited:code=3"
     # The server's start-up line on stderr is counted, and is no failure.
     assert any(n.startswith("stderr_lines:") for n in end["notes"])
+
+
+def test_the_typescript_sdk_client_through_the_wrapper(tmp_path: Path) -> None:
+    peers = node_peers.ensure()
+    if peers is None:
+        pytest.skip(node_peers.NO_NPM)
+    sdk = peers.ts_client.parent / "node_modules" / "@modelcontextprotocol" / "sdk"
+    done = subprocess.run(
+        [
+            str(peers.node),
+            str(PEERS / "ts_stdio_client.mjs"),
+            str(sdk),
+            *wrap(tmp_path, sys.executable, str(SERVER)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1].removeprefix("RESULT "))
+    assert seen == {
+        "tools": ["crash", "echo", "fail"],
+        "echo": "héllo ✓",
+        "echoError": False,
+        "failError": True,
+    }
+    recs = records(tmp_path)
+    requests = [r for r in recs if r["kind"] == "request"]
+    assert [(r["method"], r["tool"], r["outcome"]) for r in requests] == [
+        ("initialize", None, "SUCCESS"),
+        ("tools/list", None, "SUCCESS"),
+        ("tools/call", "echo", "TOOL_SUCCESS"),
+        ("tools/call", "fail", "TOOL_ERROR"),
+    ]
+    assert {r["client"] for r in recs} == {"mcp-layers-ts-stdio-peer@1.32.2"}
+    assert recs[-1]["endReason"] == "exited"
 
 
 # -- bytes --------------------------------------------------------------------------------
