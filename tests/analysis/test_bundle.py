@@ -18,7 +18,7 @@ import pytest
 from analysis_helpers import FIXTURES, invoke
 from mcp_layers_analysis import bundle
 from mcp_layers_analysis.exitcodes import ExitStatus
-from mcp_layers_analysis.verdicts import RULE, Verdict
+from mcp_layers_analysis.verdicts import RULE, Level, Verdict
 
 DEMO = FIXTURES / "real_demo.jsonl"
 #: The python SDK client's session lost to a 404 in real_demo.jsonl.
@@ -239,3 +239,26 @@ def test_needle_skips_only_lines_that_cannot_match() -> None:
     assert bundle.needle(bundle.Subject("client", "python-sdk@0.1.0")) == b"python-sdk"
     # A value JSON escapes is not searched for as is: every line is parsed instead.
     assert bundle.needle(bundle.Subject("session", 'a"b')) is None
+
+
+def test_summary_cites_failures_and_misses_only() -> None:
+    facts = bundle.Facts([PYTHON], [], [], [LOST], 3, None, None)
+    versions = bundle.Versions("1.2.3", "not installed")
+    must = next(r for r in RULE.values() if r.level == Level.MUST)
+    should = next(r for r in RULE.values() if r.level == Level.SHOULD)
+    passed = next(r for r in RULE.values() if r.level == Level.MUST and r is not must)
+    rows: list[list[str | None]] = [
+        [PYTHON, must.id, Verdict.WARNING, must.level, must.spec, "late"],
+        [PYTHON, should.id, Verdict.WARNING, should.level, should.spec, "missed"],
+        [PYTHON, passed.id, Verdict.PASS, passed.level, passed.spec, "fine"],
+    ]
+    text = bundle.summary_md(
+        bundle.Subject("client", PYTHON), facts, versions, [], 0, rows, [], ["SUMMARY.md"]
+    )
+    assert f"**WARNING** `{must.id}` ({PYTHON}, missed the softer part of a MUST)" in text
+    assert f"**WARNING** `{should.id}` ({PYTHON}, missed a SHOULD)" in text
+    assert f"`{passed.id}`" not in text
+    assert "- server: not recorded" in text
+    assert "- versions: mcp-layers 1.2.3, mitmproxy not installed" in text
+    assert "None: every request succeeded (or was a negotiation probe)." in text
+    assert "judged on the whole recording" not in text  # said of --session bundles only
