@@ -283,6 +283,10 @@ _OWN: Final[tuple[tuple[str, str], ...]] = (
     ("ackNote", "mcp_layers.ack_note"),
     ("serverMethod", "mcp_layers.server_method"),
     ("answerMs", "mcp_layers.answer_ms"),
+    # SSE answers and GET streams: could the stream be resumed, and how soon.
+    ("eventIds", "mcp_layers.sse.event_ids"),
+    ("retryMs", "mcp_layers.sse.retry_ms"),
+    ("streamClosedMs", "mcp_layers.stream_closed_ms"),
     ("scenario", "mcp_layers.scenario"),
     ("notes", "mcp_layers.notes"),
 )

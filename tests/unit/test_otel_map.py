@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -273,6 +274,23 @@ def test_a_get_stream_written_after_its_session_ended_is_in_that_sessions_trace(
     # What begins after the end is a new lifeline of the same key: a new trace.
     later = one_span(request(5), mapper)
     assert later.trace_id != session.trace_id and later.parent_span_id != session.span_id
+
+
+def test_docs_name_every_attribute_of_our_own() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "otel.md").read_text(encoding="utf-8")
+    full = request(
+        1,
+        sse={"events": 2, "final": True, "end": "complete", "resumed": True},
+        injected={"rule": "r", "action": "http_status"},
+        eventIds=True,
+        retryMs=500,
+        streamClosedMs=12.5,
+    )
+    keys = {key for _, key in otel_map._OWN}
+    keys |= set(one_span(full).attributes)
+    keys |= set(one_span(session_end(2)).attributes)
+    own = sorted(k.removeprefix("mcp_layers.") for k in keys if k.startswith("mcp_layers."))
+    assert [k for k in own if f"`{k}`" not in doc] == []
 
 
 def test_a_forgotten_session_ends_in_error() -> None:
