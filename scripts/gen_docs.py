@@ -13,6 +13,7 @@ regions (`REGIONS`):
 - `options`: the addon's options (`mcp_layers_core.options.SPECS`);
 - `example_record`, `example_records`: records the addon's core really writes for a
   scripted session (`example_session`), fed to the sans-IO tracker event by event;
+- `outcome_list`: the outcomes by layer (`mcp_layers_core.record.OUTCOMES`);
 - `presets`, `presets_table`: the fault presets and actions (`mcp_layers_core.faults`);
 - `cli_synopsis`: each command of `mcp-layers` (the click tree in analysis/cli.py), its
   usage line and short help.
@@ -44,6 +45,7 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
 )
+from mcp_layers_core.record import OUTCOMES, Layer
 from mcp_layers_core.tracker import Tracker, records_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -248,6 +250,21 @@ def example_records() -> str:
     return f"```jsonl\n{lines}\n```"
 
 
+# -- outcomes -------------------------------------------------------------------------------
+
+
+def outcome_list() -> str:
+    """The README's sentence: every outcome by layer (outer to inner), in the classifier's order."""
+    groups = "; ".join(
+        f"{_words([o.value for o, i in OUTCOMES.items() if i.layer == layer])} ({layer.value})"
+        for layer in Layer
+        if any(i.layer == layer for i in OUTCOMES.values())
+    )
+    return textwrap.fill(
+        f"Outcomes: {groups}.", width=90, break_long_words=False, break_on_hyphens=False
+    )
+
+
 # -- fault presets ----------------------------------------------------------------------------
 
 
@@ -306,6 +323,7 @@ REGIONS: dict[str, Callable[[], str]] = {
     "options": options.markdown_table,
     "example_record": example_record,
     "example_records": example_records,
+    "outcome_list": outcome_list,
     "presets": presets,
     "presets_table": presets_table,
     "cli_synopsis": cli_synopsis,

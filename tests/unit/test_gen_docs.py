@@ -13,7 +13,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from mcp_layers_analysis.cli import cli
 from mcp_layers_core import faults
-from mcp_layers_core.record import FIELD_NAMES, FIELDS, Kind
+from mcp_layers_core.record import FIELD_NAMES, FIELDS, OUTCOMES, Kind
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = "run: make docs (or .venv/bin/python scripts/gen_docs.py), and commit what it rewrites"
@@ -97,6 +97,11 @@ def test_the_readme_names_every_preset_and_action() -> None:
     text = region("README.md", "presets")
     assert re.findall(r"`([\w.]+)`", text.split("Actions:")[0]) == faults.preset_names()
     assert re.findall(r"`(\w+)`", text.split("Actions:")[1]) == list(faults.ACTIONS)
+
+
+def test_the_readme_names_every_outcome() -> None:
+    listed = re.findall(r"`([A-Z_]+)`", region("README.md", "outcome_list"))
+    assert sorted(listed) == sorted(o.value for o in OUTCOMES)
 
 
 def test_the_cli_synopsis_has_every_command() -> None:
