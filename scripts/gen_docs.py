@@ -305,7 +305,7 @@ def _commands() -> Iterator[tuple[str, click.Command]]:
 
 
 def cli_synopsis() -> str:
-    """Each command's usage line (from click) and its short help, aligned."""
+    """Each command's usage line (from click), its short help indented under it."""
     parent = click.Context(cli, info_name="mcp-layers")
     rows: list[tuple[str, str]] = []
     for name, command in _commands():
