@@ -55,10 +55,11 @@ if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; only the checker n
 
     from mcp_layers_core.jsonl import RecordWriter
     from mcp_layers_core.stdio import StdioObserver
+    from mcp_layers_core.stdio_faults import StdioFaults
 
 USAGE: Final = (
     "usage: mcp-layers wrap [--record-dir DIR] [--name NAME] [--scenario LABEL] "
-    "[--max-line-kb N] -- CMD [ARGS...]"
+    "[--max-line-kb N] [--fault RULE]... [--faults PRESET|FILE] [--seed N] -- CMD [ARGS...]"
 )
 
 #: The longest line the recorder reads (the core's JSON body cap); longer ones are passed
@@ -103,7 +104,16 @@ class Help(Exception):
 
 
 class Options:
-    __slots__ = ("command", "max_line", "name", "record_dir", "scenario")
+    __slots__ = (
+        "command",
+        "fault_rules",
+        "faults_source",
+        "max_line",
+        "name",
+        "record_dir",
+        "scenario",
+        "seed",
+    )
 
     def __init__(self) -> None:
         self.record_dir: str | None = None
@@ -111,6 +121,9 @@ class Options:
         self.scenario: str | None = None
         self.max_line = DEFAULT_MAX_LINE_KB * 1024
         self.command: list[str] = []
+        self.fault_rules: list[str] = []  # --fault, each one rule in the inline form
+        self.faults_source: str | None = None  # --faults, a preset's name or a rules file
+        self.seed = 0
 
 
 def parse(argv: list[str]) -> Options:
@@ -129,7 +142,15 @@ def parse(argv: list[str]) -> Options:
             o.command = argv[i:]
             break
         name, eq, value = arg.partition("=")
-        if name not in ("--record-dir", "--name", "--scenario", "--max-line-kb"):
+        if name not in (
+            "--record-dir",
+            "--name",
+            "--scenario",
+            "--max-line-kb",
+            "--fault",
+            "--faults",
+            "--seed",
+        ):
             raise Refusal(f"unknown option {name}; {USAGE}")
         if not eq:
             i += 1
@@ -142,6 +163,15 @@ def parse(argv: list[str]) -> Options:
             o.name = value
         elif name == "--scenario":
             o.scenario = value
+        elif name == "--fault":
+            o.fault_rules.append(value)
+        elif name == "--faults":
+            o.faults_source = value
+        elif name == "--seed":
+            try:
+                o.seed = int(value)
+            except ValueError:
+                raise Refusal(f"--seed must be an integer, not {value!r}") from None
         else:
             try:
                 kb = int(value)
@@ -295,6 +325,143 @@ def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], Non
             copier.flush(wait=True)  # the bytes are through: the recorder may take its time
 
 
+def load_faults(o: Options) -> StdioFaults | None:
+    """The rules of `--fault`/`--faults`, checked for stdio, or None without any (the
+    fault modules are imported only then)."""
+    if not o.fault_rules and o.faults_source is None:
+        return None
+    from mcp_layers_core import faults
+    from mcp_layers_core.stdio_faults import StdioFaults
+
+    try:
+        rules = []
+        if o.faults_source is not None:
+            if o.faults_source in faults.preset_names():
+                rules += faults.preset(o.faults_source)
+            else:
+                try:
+                    with open(o.faults_source, encoding="utf-8") as f:
+                        text = f.read()
+                except OSError as e:
+                    raise Refusal(
+                        f"--faults {o.faults_source!r}: not a preset ("
+                        f"{', '.join(faults.preset_names())}) and not a readable file "
+                        f"({e.strerror})"
+                    ) from None
+                rules += faults.parse_rules(text, o.faults_source)
+        rules += [faults.parse_inline(r, "--fault") for r in o.fault_rules]
+        return StdioFaults(rules, o.seed)
+    except faults.FaultRuleError as e:
+        raise Refusal(str(e)) from None
+
+
+class FaultLines:
+    """The two pumps of a run with fault rules. They are line by line, which the plain
+    pumps are not: a request is decided before it is forwarded (so a partial line waits
+    for its end), and while an answer is to be dropped or delayed, the server's lines are
+    judged whole. What each side was given is what the recorder gets: the client's lines
+    as it wrote them, and on the other side what the client received (an injected reply
+    included, a dropped answer not)."""
+
+    def __init__(self, faults: StdioFaults, answers: Copier, tell: Callable[..., None]) -> None:
+        self.faults = faults
+        self.answers = answers
+        self.tell = tell
+        self.out = threading.Lock()  # fd 1 and its copies: the stdout pump, replies, timers
+        self.timers: list[threading.Timer] = []
+
+    def to_client(self, data: bytes) -> None:
+        with self.out:
+            write_all(1, data)
+            self.answers.copy(data, time.time())
+
+    def upward(self, dst: int, copier: Copier, on_end: Callable[[bool], None]) -> None:
+        import json
+
+        buf = b""
+        broke = False
+        try:
+            while True:
+                try:
+                    data = os.read(0, READ_BYTES)
+                except OSError:
+                    break
+                if not data:
+                    break
+                ts = time.time()
+                buf += data
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    v = self.faults.client_line(line)
+                    if v.injected is not None:
+                        mark = [v.rpc_id, v.injected["rule"], v.injected["action"]]
+                        self.tell("inject", json.dumps(mark))
+                    if v.forward:
+                        try:
+                            write_all(dst, line + b"\n")
+                        except OSError:
+                            broke = True
+                    if v.reply is not None:
+                        with contextlib.suppress(OSError):
+                            self.to_client(v.reply + b"\n")
+                copier.copy(data, ts)
+                if broke:
+                    break
+            if buf and not broke:
+                with contextlib.suppress(OSError):
+                    write_all(dst, buf)  # a last line without its newline, as it came
+        finally:
+            on_end(broke)
+            copier.flush(wait=True)
+
+    def downward(self, src: int, on_end: Callable[[bool], None]) -> None:
+        buf = b""
+        mid_line = False  # the line in progress was already passed on, in part
+        broke = False
+        try:
+            while True:
+                try:
+                    data = os.read(src, READ_BYTES)
+                except OSError:
+                    break
+                if not data:
+                    break
+                if not self.faults.held and not buf:
+                    self.to_client(data)  # nothing to hold: as the plain pump does
+                    mid_line = not data.endswith(b"\n")
+                    continue
+                if mid_line:
+                    end = data.find(b"\n")
+                    head, data = (data, b"") if end < 0 else (data[: end + 1], data[end + 1 :])
+                    self.to_client(head)
+                    mid_line = end < 0
+                buf += data
+                *lines, buf = buf.split(b"\n")
+                passed = []
+                for line in lines:
+                    what = self.faults.server_line(line) if self.faults.held else None
+                    if what is None:
+                        passed.append(line + b"\n")
+                    elif what[0] == "delay":
+                        timer = threading.Timer(what[1] / 1000, self.to_client, (line + b"\n",))
+                        timer.daemon = True
+                        timer.start()
+                        self.timers.append(timer)
+                    # "drop": the client never gets it
+                if passed:
+                    self.to_client(b"".join(passed))
+        except OSError:
+            broke = True
+        finally:
+            if buf and not broke:
+                with contextlib.suppress(OSError):
+                    self.to_client(buf)
+            for timer in self.timers:
+                timer.join()  # delayed answers go out before the client sees the end
+            on_end(broke)
+            self.answers.flush(wait=True)
+
+
 def spawn(command: list[str]) -> tuple[int, int, int, int]:
     """Start `command` on three new pipes, in this process group: (pid, its stdin, its
     stdout, its stderr), the wrapper's ends. Raises OSError when it cannot be started."""
@@ -343,6 +510,7 @@ class Wrapper:
         fd, _path = open_recording(o.record_dir or default_record_dir(), started)
         server = f"stdio:{o.name or os.path.basename(o.command[0]) or o.command[0]}"
         run_id = f"{os.getpid()}-{int(started * 1000)}"
+        faults = load_faults(o)  # before the server starts: a bad rule refuses the run
         for forwarded in FORWARDED:
             signal.signal(forwarded, self.forward)
         try:
@@ -372,7 +540,8 @@ class Wrapper:
         control = threading.Lock()
 
         def tell(*item: object) -> None:
-            """A control message (`x` and words): small, rare, never dropped."""
+            """A control message (`x` and words, the last may hold spaces): small, rare,
+            never dropped."""
             with control, contextlib.suppress(OSError):
                 mine.send(b"x" + " ".join(map(str, item)).encode())
 
@@ -402,9 +571,24 @@ class Wrapper:
         def stderr_ended(_broke: bool) -> None:
             pass
 
+        if faults is None:
+            upward = threading.Thread(
+                target=pump, args=(0, child_in, client, stdin_ended), daemon=True
+            )
+            downward = threading.Thread(
+                target=pump, args=(child_out, 1, answers, stdout_ended), daemon=True
+            )
+        else:
+            lines = FaultLines(faults, answers, tell)
+            upward = threading.Thread(
+                target=lines.upward, args=(child_in, client, stdin_ended), daemon=True
+            )
+            downward = threading.Thread(
+                target=lines.downward, args=(child_out, stdout_ended), daemon=True
+            )
         threads = [
-            threading.Thread(target=pump, args=(0, child_in, client, stdin_ended), daemon=True),
-            threading.Thread(target=pump, args=(child_out, 1, answers, stdout_ended), daemon=True),
+            upward,
+            downward,
             threading.Thread(
                 target=pump,
                 args=(child_err, 2, stderr, stderr_ended),
@@ -556,8 +740,13 @@ def record(
             if out:
                 writer.write(out)
             continue
-        what, *args = msg[1:].decode().split()
-        if what == "c_eof":
+        what, *args = msg[1:].decode().split(" ", 1 if msg.startswith(b"xinject") else -1)
+        if what == "inject":
+            import json
+
+            rpc_id, rule, action = json.loads(args[0])
+            observer.injected(rpc_id, {"rule": rule, "action": action})
+        elif what == "c_eof":
             observer.client_closed(float(args[0]))
         elif what == "epipe":
             if args[0] == "client":

@@ -106,6 +106,8 @@ class StdioObserver:
         #: Answers heard before their requests (`_early_answer`), and their ids as sent.
         self._early: dict[tuple[str, object], tuple[bytes, int, float]] = {}
         self._early_ids: dict[tuple[str, object], object] = {}
+        #: Fault marks from the wrapper, for requests not heard of yet.
+        self._injections: dict[tuple[str, object], dict[str, str]] = {}
         self._client: str | None = None
         self._version: str | None = None
         self._last_id = 0
@@ -150,6 +152,10 @@ class StdioObserver:
             self._flows[flow] = keys
             for k in keys:
                 self._pending[k] = flow
+            if self._injections:
+                for k in keys:
+                    if (injected := self._injections.pop(k, None)) is not None:
+                        self.tracker.mark_injected(flow, injected)
             records = self._records(out)
             if self._early:
                 for k in keys:
@@ -218,6 +224,12 @@ class StdioObserver:
             self._early_answer(key, value.get("id"), line, size, ts)
             return []
         return self._deliver(flow, line, size, ts)
+
+    def injected(self, rpc_id: object, injected: dict[str, str]) -> None:
+        """A fault rule of the wrapper answered, dropped or delayed the request `rpc_id`
+        (told before the request's line arrives here): its record says so."""
+        if len(self._injections) < MAX_EARLY:
+            self._injections[id_key(rpc_id)] = injected
 
     def stderr_line(self) -> None:
         """A line on the server's stderr: counted, never a failure (2025-11-25)."""

@@ -294,3 +294,103 @@ def test_started_quickly(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     subprocess.run(wrap(tmp_path, "true"), stdin=subprocess.DEVNULL, check=True)
     assert time.perf_counter() - t0 < 5
+
+
+# -- faults -------------------------------------------------------------------------------
+
+FAULTS = [
+    "--fault",
+    'tool_error="injected failure" tool=echo nth=1 name=te',
+    "--fault",
+    "jsonrpc_error=-32000 tool=fail name=je",
+    "--fault",
+    "delay=300 method=tools/list name=dl",
+    "--fault",
+    "drop upstream tool=echo nth=3 name=dr",
+]
+
+
+async def faulted_session(directory: Path) -> dict[str, Any]:
+    argv = [
+        wrapper(),
+        "wrap",
+        "--record-dir",
+        str(directory),
+        *FAULTS,
+        "--",
+        sys.executable,
+        str(SERVER),
+    ]
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    seen: dict[str, Any] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        t0 = time.perf_counter()
+        await session.list_tools()
+        seen["list_s"] = time.perf_counter() - t0
+        seen["echo1"] = await session.call_tool("echo", {"text": "one"})
+        seen["echo2"] = await session.call_tool("echo", {"text": "two"})
+        try:
+            await session.call_tool("fail", {"reason": "nope"})
+        except Exception as e:  # the SDK raises a JSON-RPC error
+            seen["fail"] = e
+        with anyio.move_on_after(2) as scope:
+            await session.call_tool("echo", {"text": "three"})
+        seen["dropped"] = scope.cancelled_caught
+    return seen
+
+
+def test_faults_on_stdio_reach_the_client_and_the_records(tmp_path: Path) -> None:
+    seen = anyio.run(faulted_session, tmp_path)
+    assert seen["list_s"] >= 0.3
+    assert seen["echo1"].is_error and seen["echo1"].content[0].text == "injected failure"
+    assert not seen["echo2"].is_error
+    assert getattr(seen["fail"], "code", None) == -32000
+    assert seen["dropped"]
+    calls = [
+        (r["method"], r["tool"], r["outcome"], (r["injected"] or {}).get("action"))
+        for r in records(tmp_path)
+        if r["kind"] == "request"
+    ]
+    assert calls == [
+        ("initialize", None, "SUCCESS", None),
+        ("tools/list", None, "SUCCESS", "delay"),
+        ("tools/call", "echo", "TOOL_ERROR", "tool_error"),
+        ("tools/call", "echo", "TOOL_SUCCESS", None),
+        ("tools/call", "fail", "JSONRPC_ERROR", "jsonrpc_error"),
+        ("tools/call", "echo", "NO_RESPONSE", "drop"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "says"),
+    [
+        ("http_status=503", '"http_status" needs HTTP'),
+        ("tool_error=x sse", "no SSE on stdio"),
+        ("delay=5 where=events", "no events on stdio"),
+        ("tool_error=x nth=banana", "nth"),
+    ],
+)
+def test_a_fault_stdio_cannot_do_is_refused_before_the_server_starts(
+    tmp_path: Path, rule: str, says: str
+) -> None:
+    marker = tmp_path / "started"
+    done = subprocess.run(
+        [
+            wrapper(),
+            "wrap",
+            "--record-dir",
+            str(tmp_path),
+            "--fault",
+            rule,
+            "--",
+            "touch",
+            str(marker),
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert says in done.stderr and done.stderr.count("\n") == 1
+    assert not marker.exists()

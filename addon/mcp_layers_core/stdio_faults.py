@@ -1,0 +1,119 @@
+"""Fault rules on stdio: which lines `mcp-layers wrap --fault` answers, holds or drops (pure).
+
+The rules, their parsing, matching, counting and replies are the proxy's (`faults`); this
+module says what each decision means on a pipe, where there is no HTTP: a `REPLY` is a
+line written to the client instead of forwarding the request (`jsonrpc_error`,
+`tool_error`, `malformed`); `drop` forwards the request (with `upstream`) or not, and the
+client never gets an answer; `delay` holds the server's answer line. Actions that only
+exist over HTTP (a status, an SSE stream, a session id) are refused when the rules are
+read, before the server starts (`check`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final, NamedTuple
+
+from .faults import (
+    Delay,
+    Drop,
+    Effect,
+    FaultPlan,
+    FaultRule,
+    FaultRuleError,
+    JsonRpcError,
+    Malformed,
+    ToolError,
+    request_view,
+)
+from .jsonrpc import NOT_JSON, id_key, try_loads
+from .stdio import head_id
+
+#: The actions that mean something on stdio.
+STDIO_ACTIONS: Final = (JsonRpcError.KIND, ToolError.KIND, Malformed.KIND, Drop.KIND, Delay.KIND)
+
+#: Answers held (to drop or delay) at once; past it the oldest hold is forgotten.
+MAX_HELD: Final = 10_000
+
+
+def check(rules: Sequence[FaultRule]) -> None:
+    """Refuse what cannot happen on a pipe, naming the rule and what to write instead."""
+    for rule in rules:
+        a = rule.action
+        why = None
+        if a.KIND not in STDIO_ACTIONS:
+            why = f'"{a.KIND}" needs HTTP; on stdio use one of {", ".join(STDIO_ACTIONS)}'
+        elif getattr(a, "sse", False):
+            why = "there is no SSE on stdio; remove sse"
+        elif isinstance(a, Delay) and a.where != "headers":
+            why = "there are no events on stdio; delay the whole answer (where=headers)"
+        elif isinstance(a, JsonRpcError) and a.status != 200:
+            why = "there is no HTTP status on stdio; remove status"
+        if why is not None:
+            raise FaultRuleError(f'rule "{rule.name}"', rule.line, why)
+
+
+class ClientLine(NamedTuple):
+    """What to do with a line the client wrote."""
+
+    forward: bool
+    #: A line to write to the client instead of an answer (without its newline).
+    reply: bytes | None = None
+    #: The record's `injected`, and the id of the request it marks.
+    injected: dict[str, str] | None = None
+    rpc_id: object = None
+
+
+PASS: Final = ClientLine(True)
+
+
+class StdioFaults:
+    """One plan for one wrapped server. Not thread-safe: the stdin pump decides on
+    client lines, the stdout pump asks about answers; `held` is the only state both touch,
+    one key at a time (a dict's single operations are atomic in CPython)."""
+
+    def __init__(self, rules: Sequence[FaultRule], seed: int = 0) -> None:
+        check(rules)
+        self.plan = FaultPlan(rules, seed)
+        self.client: str | None = None
+        self.protocol_version: str | None = None
+        #: id key -> ("drop", 0) or ("delay", ms): what becomes of the server's answer.
+        self.held: dict[tuple[str, object], tuple[str, int]] = {}
+
+    def client_line(self, line: bytes) -> ClientLine:
+        view = request_view(line, client=self.client, protocol_version=self.protocol_version)
+        if view.method == "initialize":
+            self.client = view.client or self.client
+        if view.method is None or view.rpc_id is None:
+            return PASS  # answers, notifications, batches, not JSON: no rule acts on them
+        d = self.plan.decide(view)
+        if d is None:
+            return PASS
+        key = id_key(view.rpc_id)
+        if d.effect is Effect.REPLY:
+            assert d.reply is not None
+            return ClientLine(False, d.reply.body, d.injected, view.rpc_id)
+        if d.effect is Effect.DROP:
+            if d.drop_after_upstream:
+                self._hold(key, "drop", 0)
+            return ClientLine(d.drop_after_upstream, None, d.injected, view.rpc_id)
+        if d.delay_headers_ms:
+            self._hold(key, "delay", d.delay_headers_ms)
+            return ClientLine(True, None, d.injected, view.rpc_id)
+        return PASS
+
+    def server_line(self, line: bytes) -> tuple[str, int] | None:
+        """For an answer line while answers are held: ("drop", 0), ("delay", ms) or None."""
+        rid: Any = head_id(line)
+        if rid is NOT_JSON:
+            # Not first in the line (the TypeScript SDK writes `id` last): read it whole.
+            value = try_loads(line)
+            if not isinstance(value, dict) or "id" not in value:
+                return None
+            rid = value["id"]
+        return self.held.pop(id_key(rid), None)
+
+    def _hold(self, key: tuple[str, object], what: str, ms: int) -> None:
+        if len(self.held) >= MAX_HELD:
+            self.held.pop(next(iter(self.held)))
+        self.held[key] = (what, ms)

@@ -1,0 +1,59 @@
+"""Fault rules on stdio (mcp_layers_core/stdio_faults.py): what each decision does to a line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mcp_layers_core.faults import FaultRuleError, parse_inline
+from mcp_layers_core.stdio_faults import StdioFaults
+
+
+def line(rpc_id: int, tool: str = "echo") -> bytes:
+    params = {"name": tool, "arguments": {}}
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
+    ).encode()
+
+
+def plan(*rules: str) -> StdioFaults:
+    return StdioFaults([parse_inline(r) for r in rules])
+
+
+def test_a_reply_is_written_instead_of_forwarding() -> None:
+    v = plan("tool_error=nope nth=1").client_line(line(7))
+    assert not v.forward and v.rpc_id == 7
+    assert v.injected == {"rule": "tool_error", "action": "tool_error"}
+    assert v.reply is not None
+    reply = json.loads(v.reply)
+    assert reply["id"] == 7 and reply["result"]["isError"] is True
+
+
+def test_drop_and_delay_hold_the_servers_answer_by_id() -> None:
+    f = plan("drop upstream nth=1", "delay=250 nth=2")
+    assert f.client_line(line(1)).forward
+    assert f.client_line(line("a")).forward  # type: ignore[arg-type]
+    assert f.server_line(b'{"jsonrpc":"2.0","id":1,"result":{}}') == ("drop", 0)
+    # The TypeScript SDK writes the id last: read whole.
+    assert f.server_line(b'{"result":{},"jsonrpc":"2.0","id":"a"}') == ("delay", 250)
+    assert f.server_line(b'{"jsonrpc":"2.0","id":1,"result":{}}') is None  # once
+    assert not f.held
+
+
+def test_drop_before_the_server_forwards_nothing() -> None:
+    v = plan("drop").client_line(line(3))
+    assert not v.forward and v.reply is None and v.injected is not None
+
+
+def test_what_is_not_a_request_passes() -> None:
+    f = plan("tool_error=x")
+    for other in (b"not json", b'{"jsonrpc":"2.0","method":"notifications/initialized"}'):
+        assert f.client_line(other).forward
+
+
+@pytest.mark.parametrize(
+    "rule", ["http_status=503", "session_expired", "sse_truncate", "tool_error=x sse"]
+)
+def test_http_only_faults_are_refused(rule: str) -> None:
+    with pytest.raises(FaultRuleError):
+        plan(rule)
