@@ -1022,29 +1022,6 @@ def wrap(command: tuple[str, ...]) -> None:
     The console script runs `wrap` before this command group is even imported
     (analysis/launch.py: a client counts the wrapper's start-up against its server's);
     this entry lists it in --help and serves callers of the group itself. Options:
-    --record-dir DIR, --name NAME, --scenario LABEL, --max-line-kb N, then -- and the
-    command (docs/stdio.md).
-
-    \b
-    Example:
-        mcp-layers wrap --record-dir ~/mcp-rec -- npx -y @modelcontextprotocol/server-everything
-    """
-    import mcp_layers_stdio
-
-    mcp_layers_stdio.main(list(command))
-
-
-@cli.command(
-    short_help="Run an MCP stdio server and record its traffic (docs/stdio.md).",
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-)
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def wrap(command: tuple[str, ...]) -> None:
-    """Run COMMAND as an MCP stdio server, pass its bytes through and record each call.
-
-    The console script runs `wrap` before this command group is even imported
-    (analysis/launch.py: a client counts the wrapper's start-up against its server's);
-    this entry lists it in --help and serves callers of the group itself. Options:
     --record-dir DIR, --name NAME, --scenario LABEL, --max-line-kb N, --fault RULE,
     --faults PRESET|FILE, --seed N, then -- and the command (docs/stdio.md).
 
