@@ -79,7 +79,9 @@ class Player:
     speed: float = 1.0
     misses: list[Miss] = field(default_factory=list)
     _minted: dict[str, str] = field(default_factory=dict)  # live id -> recorded session
-    _expired: set[str] = field(default_factory=set)
+    #: Ended sessions, with the recorded 404 that ended one (None: a DELETE ended it), so
+    #: that every later request gets that same answer.
+    _expired: dict[str, Exchange | None] = field(default_factory=dict)
     _counts: dict[tuple[Scope, Any], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -110,17 +112,25 @@ class Player:
             if isinstance(scope, Reply):
                 return scope
             if session_header is not None:
-                self._expired.add(session_header)
+                self._expired[session_header] = None
             status = self.script.deletes.get(scope or "", 200)
             return Reply(status)
 
     # -- matching ------------------------------------------------------------------
 
-    def _scope(self, session_header: str | None) -> Scope | Reply:
-        """The recorded scope a request is in, or the 404 a real server would give."""
+    def _scope(
+        self, session_header: str | None, live: dict[str, Any] | None = None
+    ) -> Scope | Reply:
+        """The recorded scope a request is in, or the 404 a real server would give: the
+        recorded one that ended the session, for every request after it."""
         if session_header is None or not self.script.issued:
             return None  # a stateless server ignores a session id it never issued
-        if session_header in self._expired or session_header not in self._minted:
+        if session_header in self._expired:
+            ended_by = self._expired[session_header]
+            if ended_by is not None:
+                return self._answer(ended_by, live or {}, None)
+            return _json_reply(404, NOT_FOUND_BODY)
+        if session_header not in self._minted:
             return _json_reply(404, NOT_FOUND_BODY)
         return self._minted[session_header]
 
@@ -137,7 +147,7 @@ class Player:
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             # A client's answer to a server request, or a batch: acknowledged.
             return Reply(202)
-        scope = self._scope(session_header)
+        scope = self._scope(session_header, message)
         if isinstance(scope, Reply):
             return scope
         method: str = message["method"]
@@ -154,7 +164,7 @@ class Player:
         exchange = recorded[n - 1]
         reply = self._answer(exchange, message, session_header)
         if exchange.answer.status == 404 and session_header is not None:
-            self._expired.add(session_header)  # from now on, as the real server did
+            self._expired[session_header] = exchange  # from now on, as the real server did
         return reply
 
     def _why(self, scope: Scope, method: str, params: Any, key: Any, n: int, held: int) -> str:

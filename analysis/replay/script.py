@@ -277,14 +277,14 @@ def build(records: list[tuple[str, dict[str, Any]]], session: str | None = None)
         )
         script.exchanges[_scope(record)][exchange.key].append(exchange)
         script.count += 1
+    if session is not None and session not in script.sessions:
+        known = ", ".join(script.sessions[:20]) or "none"
+        raise ScriptError(f"no session {session!r} in the recording; its sessions: {known}")
     if records and with_bodies == 0:
         raise ScriptError(
             "the recording holds no message bodies, and replay serves the recorded answers: "
             "record again with `--set mcp_record_bodies=true`"
         )
-    if session is not None and session not in script.sessions:
-        known = ", ".join(script.sessions[:20]) or "none"
-        raise ScriptError(f"no session {session!r} in the recording; its sessions: {known}")
     return script
 
 
