@@ -191,6 +191,7 @@ COLUMNS: Final = (
     "injected",
     "server",
     "userAgent",
+    "transport",  # the HTTP rules leave out stdio's records (`ANY_TRANSPORT`)
 )
 
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between
@@ -234,10 +235,17 @@ MODEL_REPEAT: Final = (
 ISSUED: Final = issued_session()
 
 
-def base(filters: Filters) -> str:
+#: The rules that hold on any transport; every other one grades HTTP behaviour (sessions,
+#: SSE, headers, Retry-After) and does not read the records of `mcp-layers wrap`.
+ANY_TRANSPORT: Final = frozenset(
+    {"mcp-layers/initialized-notification", "mcp-layers/request-ids-unique"}
+)
+
+
+def base(filters: Filters, http_only: bool = False) -> str:
     """The records with what every rule reads: the session's client, start and end in ms,
     the last HTTP status, whether the filters match, the input order, and when the
-    recording (its input file) ends."""
+    recording (its input file) ends. `http_only`: without stdio's records."""
     return f"""r AS (
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, ts, session, method, outcome,
     protocolVersion AS pv, httpStatuses, sse, retryOrigin, retryOf, retryDelayMs,
@@ -265,7 +273,7 @@ def base(filters: Filters) -> str:
       OR (kind = {sql(Kind.SESSION_END)}
         AND (endReason IS NULL OR endReason = {sql(EndReason.DELETE)}))) AS sent,
     {queries.matched(filters)} AS m
-  FROM {TABLE}
+  FROM {TABLE}{" WHERE coalesce(transport, '') <> 'stdio'" if http_only else ""}
 )"""
 
 
@@ -887,7 +895,7 @@ ABOUT_INCIDENTS: Final = frozenset(
 def rule_sql(rule: Rule, filters: Filters) -> str:
     """One rule's instances: client, ok, src, id, evidence, soft, ts, in input order."""
     return (
-        f"WITH {base(filters)}\n"
+        f"WITH {base(filters, http_only=rule.id not in ANY_TRANSPORT)}\n"
         f"SELECT client, ok, src, id, evidence, {rule.soft} AS soft, ts FROM ({rule.sql})\n"
         "ORDER BY ts, src, id"
     )
