@@ -211,11 +211,14 @@ def open_recording(directory: str, started: float) -> tuple[int, str]:
 
 
 def widen(fd: int) -> None:
-    """Let a pipe hold `READ_BYTES` (Linux); elsewhere, or when refused, as it is."""
+    """Let a pipe hold `READ_BYTES` (Linux), never less than it held; elsewhere, for
+    what is not a pipe, or when refused, as it is."""
+    getsize = getattr(fcntl, "F_GETPIPE_SZ", None)
     setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if setsize is not None:
+    if getsize is not None and setsize is not None:
         with contextlib.suppress(OSError):
-            fcntl.fcntl(fd, setsize, READ_BYTES)
+            if fcntl.fcntl(fd, getsize) < READ_BYTES:
+                fcntl.fcntl(fd, setsize, READ_BYTES)
 
 
 def write_all(fd: int, data: bytes) -> None:

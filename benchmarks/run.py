@@ -26,6 +26,7 @@ BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ),
     ("load.py", [], ["--quick"]),
     ("long_stream.py", [], ["--quick"]),
+    ("stdio_bench.py", [], ["--quick"]),
 ]
 
 
