@@ -609,7 +609,8 @@ def report(reading: Reading, target: str, title: str) -> None:
 
     from . import report as report_mod
 
-    with loaded(reading, report_mod.COLUMNS, shared=True) as (engine, found):
+    columns = report_mod.columns_to_read(reading.engine)
+    with loaded(reading, columns, shared=True) as (engine, found):
         records = report_mod.matching(engine, reading.filters)
         if not records:
             nothing_matched(reading, found)

@@ -165,6 +165,24 @@ class DuckEngine:
             f"SELECT *, CAST(1 AS BIGINT) AS v, rowid AS {SEQUENCE} FROM raw"
         )
 
+    def head(self, name: str, columns: tuple[str, ...], limit: int | None) -> int:
+        """The first `limit` records of the inputs (every one when None), with `columns`, as
+        the temporary table `name`, shaped as the `records` table is (the same `_seq` for
+        the same line). For a command that needs a few columns of every record and more
+        of some: each column declared costs the reader time on every line it reads, and a
+        read that stops at `limit` lines reads no more. Only after `load(shared=True)`
+        (its inputs known clean). Returns how many records the table holds."""
+        cols = read_columns(("v", "id", *columns))
+        scan = f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, cols, self.object_bytes)})"
+        if limit is not None:
+            scan += f" LIMIT {int(limit)}"
+        self.con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT *, CAST(1 AS BIGINT) AS v, "
+            f"row_number() OVER () - 1 AS {SEQUENCE} FROM ({scan})"
+        )
+        row = self.con.execute(f"SELECT count(*) FROM {name}").fetchone()
+        return 0 if row is None else int(row[0])
+
     def _view(self) -> None:
         # `row_number() OVER ()` counts rows in input order (insertion order is kept). The
         # window is also what keeps CHECK on every row: without it DuckDB moves a query's

@@ -18,9 +18,16 @@ from . import queries
 from .data import DEFAULT_LIMITS, Limits, compare_only, gather, halved
 from .page import SECTIONS, render
 
-__all__ = ["COLUMNS", "SECTIONS", "Limits", "matching", "write", "write_from"]
+__all__ = ["COLUMNS", "SECTIONS", "Limits", "columns_to_read", "matching", "write", "write_from"]
 
 COLUMNS = queries.COLUMNS
+
+
+def columns_to_read(engine: str) -> tuple[str, ...]:
+    """The columns a command writing the report has `engine` read: with DuckDB the
+    overview's only, and the report reads the rest itself, of as many records as it shows
+    them for (`data.gather`); another engine, all it reads."""
+    return queries.OVERVIEW_COLUMNS if engine == "duckdb" else queries.COLUMNS
 
 
 def matching(engine: Engine, filters: Filters) -> int:

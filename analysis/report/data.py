@@ -8,7 +8,6 @@ sampled, and `Sampling` says what was left out so that the page can say so.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -26,7 +25,7 @@ from mcp_layers_analysis.summary import INJECTED, ORGANIC, PROBE, label, millis,
 from mcp_layers_analysis.table import TABLE
 
 from . import queries
-from .queries import EDGES_MS, TIMELINE_COLUMNS
+from .queries import COLUMNS, EDGES_MS, TIMELINE_COLUMNS
 
 #: What `compare` groups the heat map by.
 COMPARE_BY: Final = ("client", "scenario")
@@ -42,12 +41,13 @@ class Limits:
     drawn: int = 4000  # records drawn in all timelines together (about 1 kB each)
     page_bytes: int = 8_000_000  # the page's size: past it, fewer timelines and rows
     # Up to `exact` records every figure is over every record. Past it the overview still
-    # is (it is `summary`'s), and the other sections are over the records of a sample of
-    # sessions, about `sample` records: their queries (windows over retry chains, a
-    # grouping per session) cost more than reading the records, and what the page writes
-    # in the time `summary` takes is bounded so (benchmarks/report_bench.py).
-    exact: int = 250_000
-    sample: int = 100_000
+    # is (it is `summary`'s), and the other sections are over the first `sample` records:
+    # reading every column of every record costs half as much again as `summary` does,
+    # and their queries (windows over retry chains, a grouping per session) as much
+    # again, so a big input's page would take three times `summary`'s time, not two
+    # (benchmarks/report_bench.py).
+    exact: int = 100_000
+    sample: int = 50_000
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -125,8 +125,7 @@ class Sampling:
     chains_total: int = 0
     chains_drawn: int = 0
     records_cut: int = 0
-    every: int = 1  # the sections after the overview are over 1 session in `every`
-    sampled_records: int = 0  # the records of those sessions (when every > 1)
+    head: int = 0  # when not 0: the sections after the overview are over the first `head`
 
 
 @dataclass(slots=True)
@@ -143,37 +142,37 @@ class ReportData:
 def gather(
     engine: Engine, filters: Filters, records: int, limits: Limits = DEFAULT_LIMITS
 ) -> ReportData:
+    """The page's data. With DuckDB the engine may hold only some columns of the records
+    (`queries.OVERVIEW_COLUMNS`, as `columns_to_read` asks): up to `limits.exact` records,
+    every column is read for every section; past it, the overview is over every record
+    and the other sections over the first `limits.sample` records, read with every
+    column (the page says so)."""
+    if not isinstance(engine, DuckEngine) or set(COLUMNS) <= set(engine.cols):
+        return _sections(engine, filters, records, limits, _clients(engine, filters))
+    if records <= limits.exact:
+        with _swapped(engine, None):
+            return _sections(engine, filters, records, limits, _clients(engine, filters))
     clients = _clients(engine, filters)
-    step = math.ceil(records / limits.sample) if records > limits.exact else 1
-    # Sampled with DuckDB only: it swaps the engine's table for a while (another engine
-    # computes every section over every record).
-    if step > 1 and isinstance(engine, DuckEngine):
-        with _sampled(engine.con, step) as kept:
-            d = _sections(engine, filters, records, limits, clients)
-        d.sampling.every, d.sampling.sampled_records = step, kept
-        return d
-    return _sections(engine, filters, records, limits, clients)
+    with _swapped(engine, limits.sample) as head:
+        d = _sections(engine, filters, records, limits, clients)
+    d.sampling.head = head
+    return d
 
 
 @contextmanager
-def _sampled(con: Any, step: int) -> Iterator[int]:
-    """The `records` table, for a while, as the records of 1 session in `step` (every
-    record of a session or none, so that its retries and its chain stay whole; records
-    without a session go by their client). Yields how many records that is."""
-    key = "coalesce(session, client, '')"
-    con.execute(f"ALTER VIEW {TABLE} RENAME TO report_every_record")
+def _swapped(engine: DuckEngine, limit: int | None) -> Iterator[int]:
+    """The `records` table, for a while, as the first `limit` records (all when None) with
+    every column the report reads. Yields how many records that is."""
+    con = engine.con
+    count = engine.head("report_records", COLUMNS, limit)
+    con.execute(f"ALTER VIEW {TABLE} RENAME TO report_narrow")
     try:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE report_sample AS SELECT * FROM report_every_record "
-            f"WHERE hash({key}) % {step} = 0"
-        )
-        con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT * FROM report_sample")
-        row = con.execute("SELECT count(*) FROM report_sample").fetchone()
-        yield int(row[0]) if row else 0
+        con.execute(f"CREATE TEMP VIEW {TABLE} AS SELECT * FROM report_records")
+        yield count
     finally:
         con.execute(f"DROP VIEW IF EXISTS {TABLE}")
-        con.execute("DROP TABLE IF EXISTS report_sample")
-        con.execute(f"ALTER VIEW report_every_record RENAME TO {TABLE}")
+        con.execute("DROP TABLE IF EXISTS report_records")
+        con.execute(f"ALTER VIEW report_narrow RENAME TO {TABLE}")
 
 
 def _sections(

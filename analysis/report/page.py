@@ -185,12 +185,11 @@ def _header(
 
 def _sampling_notes(data: ReportData) -> Iterable[str]:
     s = data.sampling
-    if s.every > 1:
+    if s.head:
         yield (
             f"{data.records:,} records: the Overview counts every one of them; Retries, "
-            f"Sessions and Compare are over a sample, the records of 1 session in {s.every} "
-            f"({s.sampled_records:,} records). mcp-layers retries, sessions and compare "
-            "give them over every record."
+            f"Sessions and Compare are over the first {s.head:,} records read. mcp-layers "
+            "retries, sessions and compare give them over every record."
         )
     if s.sessions_total > s.sessions_listed:
         yield (
@@ -453,11 +452,11 @@ def _compare(data: ReportData) -> str:
 def _sample_said(data: ReportData) -> str:
     """A sampled section's line saying so (nothing when it is over every record)."""
     s = data.sampling
-    if s.every <= 1:
+    if not s.head:
         return ""
     return (
-        f"<p class='note sampled'>Over a sample: the records of 1 session in {s.every} "
-        f"({s.sampled_records:,} of {data.records:,} records).</p>"
+        f"<p class='note sampled'>Over the first {s.head:,} of {data.records:,} records "
+        "(a session that goes on past them is cut short).</p>"
     )
 
 

@@ -43,6 +43,10 @@ COLUMNS: Final = tuple(
     )
 )
 
+#: The columns the overview reads over every record (`summary`'s; the latency bins read
+#: no other): what a big input is read with first (see `data.gather`).
+OVERVIEW_COLUMNS: Final = SUMMARY_COLUMNS
+
 #: Upper edges (ms) of the bins a latency or delay histogram is drawn with: 1-2-5 steps,
 #: so that the labels read as round numbers; the last bin holds everything above.
 EDGES_MS: Final = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 60_000)

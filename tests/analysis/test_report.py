@@ -135,10 +135,12 @@ def test_big_inputs_are_sampled_and_the_page_says_so() -> None:
     assert "records of long sessions are not drawn" in html
 
 
-def _synthetic_page(tmp_path: Path, limits: Limits) -> tuple[str, int]:
+def _synthetic_page(
+    tmp_path: Path, limits: Limits, columns: tuple[str, ...] = report_mod.COLUMNS
+) -> tuple[str, int]:
     engine = DuckEngine(threads=1)
     try:
-        found = engine.load(expand([str(SYNTHETIC)]), report_mod.COLUMNS, lambda _: None)
+        found = engine.load(expand([str(SYNTHETIC)]), columns, lambda _: None)
         target = tmp_path / "report.html"
         size = report_mod.write(
             engine, Filters(), target, records=found.records, inputs=["x"], limits=limits
@@ -176,28 +178,49 @@ def test_timelines_stop_at_the_budget_of_drawn_records(tmp_path: Path) -> None:
 def test_past_the_exact_limit_the_sections_after_the_overview_are_a_sample(
     tmp_path: Path,
 ) -> None:
-    """Lowered limits (the real ones: 250,000 records, samples of about 100,000): the
-    overview still counts every record, the other sections are over whole sessions of a
-    sample, and the page says so in its header and in each of those sections."""
+    """Lowered limits (the real ones: 100,000 records, samples of 50,000), and the engine
+    holding the overview's columns only, as the CLI has DuckDB read them: the overview
+    still counts every record, the other sections are over the first records, and the
+    page says so in its header and in each of those sections."""
+    narrow = report_mod.columns_to_read("duckdb")
+    assert set(narrow) < set(report_mod.COLUMNS)
     whole, _ = _synthetic_page(tmp_path, Limits())
-    html, _ = _synthetic_page(tmp_path, Limits(exact=100, sample=300))
-    records = int(re.search(r"<p class='meta'>([\d,]+) records", html).group(1).replace(",", ""))  # type: ignore[union-attr]
+    # Below the limit, the engine holding fewer columns makes no difference.
+    same, _ = _synthetic_page(tmp_path, Limits(), narrow)
+    assert _after_header(same) == _after_header(whole)
+    html, _ = _synthetic_page(tmp_path, Limits(exact=100, sample=300), narrow)
+    meta = re.search(r"<p class='meta'>([\d,]+) records", html)
+    assert meta
+    records = int(meta.group(1).replace(",", ""))
     assert records > 300
-    said = re.search(
-        r"([\d,]+) records: the Overview counts every one of them; Retries, Sessions and "
-        r"Compare are over a sample, the records of 1 session in (\d+) \(([\d,]+) records\)",
-        html,
+    assert (
+        f"{records:,} records: the Overview counts every one of them; Retries, Sessions and "
+        "Compare are over the first 300 records read." in html
     )
-    assert said, "the page does not say it is sampled"
-    step, kept = int(said.group(2)), int(said.group(3).replace(",", ""))
-    assert step == -(-records // 300) and 0 < kept < records
-    assert html.count("<p class='note sampled'>Over a sample") == 3  # retries, sessions, compare
+    assert html.count(f"<p class='note sampled'>Over the first 300 of {records:,}") == 3
     # The overview is the same as over every record; the other sections are not.
     assert _between(html, '<section id="overview"', "</section>") == _between(
         whole, '<section id="overview"', "</section>"
     )
     assert html.count("<tr data-client='") < whole.count("<tr data-client='")
-    assert "over a sample" not in whole.lower()
+    assert "note sampled" not in whole
+
+
+def test_the_engines_head_is_the_first_records_as_the_table_numbers_them() -> None:
+    engine = DuckEngine(threads=1)
+    try:
+        engine.load(expand([str(SYNTHETIC)]), report_mod.columns_to_read("duckdb"), print)
+        assert engine.head("first", report_mod.COLUMNS, 10) == 10
+        first = engine.rows("SELECT _seq, _src, id, kind, sse IS NOT NULL FROM first ORDER BY 1")
+        table = engine.rows("SELECT _seq, _src, id, kind FROM records ORDER BY 1 LIMIT 10")
+    finally:
+        engine.close()
+    assert [r[:4] for r in first] == table
+    assert any(r[4] for r in first)  # a column the table was not read with
+
+
+def _after_header(page_html: str) -> str:
+    return page_html.split("</header>", 1)[1]
 
 
 def _between(text: str, start: str, end: str) -> str:
