@@ -394,3 +394,19 @@ def test_a_fault_stdio_cannot_do_is_refused_before_the_server_starts(
     assert done.returncode == 2
     assert says in done.stderr and done.stderr.count("\n") == 1
     assert not marker.exists()
+
+
+def test_a_client_that_stops_reading_breaks_the_servers_pipe_as_it_would_directly(
+    tmp_path: Path,
+) -> None:
+    proc = subprocess.Popen(
+        wrap(tmp_path, "yes", '{"jsonrpc":"2.0","method":"notifications/message"}'),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.read(4096)
+    proc.stdout.close()  # the client stops reading
+    assert proc.wait(timeout=30) == -signal.SIGPIPE  # as `yes` itself dies
+    notes = records(tmp_path)[-1]["notes"]
+    assert notes[0] == "server_exited:signal=SIGPIPE" and "epipe_to_client" in notes
