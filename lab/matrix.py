@@ -520,12 +520,20 @@ LEGEND: Final = (
 
 def write_html(runs: Path, target: Path) -> None:
     """The matrix as a page: the report's compare section (client × scenario heat map and
-    every figure) over the runs' recordings."""
+    every figure) over the runs' recordings, its rows grouped by client (or by fault) with
+    a filter (`matrix_page`)."""
     from mcp_layers_analysis import report
+    from mcp_layers_analysis.errors import AnalysisError
+
+    from . import matrix_page
 
     report.write_from(
         [str(runs)], target, title="MCP client retry matrix: the lab's runs", sections=("compare",)
     )
+    try:
+        matrix_page.group_file(target)
+    except matrix_page.PageError as exc:
+        raise AnalysisError(f"{target}: {exc}") from exc
 
 
 def runs_table(cells: list[Cell]) -> str:

@@ -169,6 +169,8 @@ def test_the_wheel_carries_the_product_and_no_test_support(wheel: Path) -> None:
     assert {"mcp_layers_demo", "mcp_layers_lab"} <= tops
     assert "mcp_layers_demo/node/client.mjs" in names
     assert "mcp_layers_demo/procs.py" in names
+    # The grouped matrix page's assets (lab/MATRIX.html), read at run time.
+    assert {"mcp_layers_lab/matrix_page.css", "mcp_layers_lab/matrix_page.js"} <= set(names)
     assert not tops & set(TEST_SUPPORT), sorted(n for n in names if _top_level(n) in TEST_SUPPORT)
     for name in names:
         parts = name.split("/")
