@@ -334,7 +334,7 @@ def load_faults(o: Options) -> StdioFaults | None:
     if not o.fault_rules and o.faults_source is None:
         return None
     from mcp_layers_core import faults
-    from mcp_layers_core.stdio_faults import StdioFaults
+    from mcp_layers_core.stdio_faults import StdioFaults, crash_rule
 
     try:
         rules = []
@@ -352,8 +352,14 @@ def load_faults(o: Options) -> StdioFaults | None:
                         f"({e.strerror})"
                     ) from None
                 rules += faults.parse_rules(text, o.faults_source)
-        rules += [faults.parse_inline(r, "--fault") for r in o.fault_rules]
-        return StdioFaults(rules, o.seed)
+        crashes = set()
+        for text in o.fault_rules:
+            crash = crash_rule(text)
+            if crash is not None:
+                text, name = crash
+                crashes.add(name)
+            rules.append(faults.parse_inline(text, "--fault"))
+        return StdioFaults(rules, o.seed, frozenset(crashes))
     except faults.FaultRuleError as e:
         raise Refusal(str(e)) from None
 
@@ -366,8 +372,15 @@ class FaultLines:
     as it wrote them, and on the other side what the client received (an injected reply
     included, a dropped answer not)."""
 
-    def __init__(self, faults: StdioFaults, answers: Copier, tell: Callable[..., None]) -> None:
+    def __init__(
+        self,
+        faults: StdioFaults,
+        answers: Copier,
+        tell: Callable[..., None],
+        crash: Callable[[], None],
+    ) -> None:
         self.faults = faults
+        self.crash = crash
         self.answers = answers
         self.tell = tell
         self.out = threading.Lock()  # fd 1 and its copies: the stdout pump, replies, timers
@@ -404,6 +417,8 @@ class FaultLines:
                             write_all(dst, line + b"\n")
                         except OSError:
                             broke = True
+                    if v.crash:
+                        self.crash()
                     if v.reply is not None:
                         with contextlib.suppress(OSError):
                             self.to_client(v.reply + b"\n")
@@ -582,7 +597,12 @@ class Wrapper:
                 target=pump, args=(child_out, 1, answers, stdout_ended), daemon=True
             )
         else:
-            lines = FaultLines(faults, answers, tell)
+
+            def crash() -> None:
+                with contextlib.suppress(OSError):  # already gone
+                    os.kill(pid, signal.SIGKILL)
+
+            lines = FaultLines(faults, answers, tell, crash)
             upward = threading.Thread(
                 target=lines.upward, args=(child_in, client, stdin_ended), daemon=True
             )

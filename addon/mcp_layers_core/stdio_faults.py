@@ -7,10 +7,16 @@ line written to the client instead of forwarding the request (`jsonrpc_error`,
 client never gets an answer; `delay` holds the server's answer line. Actions that only
 exist over HTTP (a status, an SSE stream, a session id) are refused when the rules are
 read, before the server starts (`check`).
+
+One action exists only here: `crash` (inline rules), the server killed (SIGKILL) as soon
+as the request it matched is forwarded. It is read as a `drop upstream` rule (so it
+matches and counts as every rule does, `crash_rule`) whose name the plan is given as a
+crash; its records say `action: crash`.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
@@ -53,6 +59,21 @@ def check(rules: Sequence[FaultRule]) -> None:
             raise FaultRuleError(f'rule "{rule.name}"', rule.line, why)
 
 
+CRASH: Final = "crash"
+
+
+def crash_rule(inline: str) -> tuple[str, str] | None:
+    """An inline `crash [key=value ...]` rule as the `drop upstream` rule that matches the
+    same calls, and its name; None for any other rule."""
+    words = shlex.split(inline)
+    if not words or words[0] != CRASH:
+        return None
+    named = [w.partition("=")[2] for w in words[1:] if w.startswith("name=")]
+    rest = " ".join(shlex.quote(w) for w in words[1:])
+    name = named[0] if named else CRASH
+    return f"drop upstream {rest}" + ("" if named else f" name={CRASH}"), name
+
+
 class ClientLine(NamedTuple):
     """What to do with a line the client wrote."""
 
@@ -62,6 +83,8 @@ class ClientLine(NamedTuple):
     #: The record's `injected`, and the id of the request it marks.
     injected: dict[str, str] | None = None
     rpc_id: object = None
+    #: Kill the server once the line is forwarded.
+    crash: bool = False
 
 
 PASS: Final = ClientLine(True)
@@ -72,9 +95,12 @@ class StdioFaults:
     client lines, the stdout pump asks about answers; `held` is the only state both touch,
     one key at a time (a dict's single operations are atomic in CPython)."""
 
-    def __init__(self, rules: Sequence[FaultRule], seed: int = 0) -> None:
+    def __init__(
+        self, rules: Sequence[FaultRule], seed: int = 0, crashes: frozenset[str] = frozenset()
+    ) -> None:
         check(rules)
         self.plan = FaultPlan(rules, seed)
+        self.crashes = crashes  # the names of the rules that are `crash` rules
         self.client: str | None = None
         self.protocol_version: str | None = None
         #: id key -> ("drop", 0) or ("delay", ms): what becomes of the server's answer.
@@ -90,6 +116,8 @@ class StdioFaults:
         if d is None:
             return PASS
         key = id_key(view.rpc_id)
+        if d.rule in self.crashes:
+            return ClientLine(True, None, {"rule": d.rule, "action": CRASH}, view.rpc_id, True)
         if d.effect is Effect.REPLY:
             assert d.reply is not None
             return ClientLine(False, d.reply.body, d.injected, view.rpc_id)

@@ -410,3 +410,29 @@ def test_a_client_that_stops_reading_breaks_the_servers_pipe_as_it_would_directl
     assert proc.wait(timeout=30) == -signal.SIGPIPE  # as `yes` itself dies
     notes = records(tmp_path)[-1]["notes"]
     assert notes[0] == "server_exited:signal=SIGPIPE" and "epipe_to_client" in notes
+
+
+async def crashed_session(directory: Path) -> dict[str, Any]:
+    argv = wrap(directory, sys.executable, str(SERVER))
+    argv[2:2] = ["--fault", "crash tool=echo nth=2"]
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    seen: dict[str, Any] = {}
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        seen["first"] = await session.call_tool("echo", {"text": "one"})
+        with anyio.fail_after(30):
+            try:
+                await session.call_tool("echo", {"text": "two"})
+            except Exception as e:
+                seen["second"] = e
+    return seen
+
+
+def test_the_crash_fault_kills_the_server_mid_call(tmp_path: Path) -> None:
+    seen = anyio.run(crashed_session, tmp_path)
+    assert not seen["first"].is_error and "second" in seen
+    recs = records(tmp_path)
+    second = [r for r in recs if r["tool"] == "echo"][1]
+    assert second["outcome"] == "NO_RESPONSE"
+    assert second["injected"] == {"rule": "crash", "action": "crash"}
+    assert "server_exited:signal=SIGKILL" in second["notes"]

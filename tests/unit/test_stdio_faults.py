@@ -57,3 +57,16 @@ def test_what_is_not_a_request_passes() -> None:
 def test_http_only_faults_are_refused(rule: str) -> None:
     with pytest.raises(FaultRuleError):
         plan(rule)
+
+
+def test_crash_is_a_drop_upstream_rule_that_kills() -> None:
+    from mcp_layers_core.stdio_faults import crash_rule
+
+    assert crash_rule("tool_error=x") is None
+    text, name = crash_rule("crash tool=echo nth=2")  # type: ignore[misc]
+    assert name == "crash"
+    f = StdioFaults([parse_inline(text)], crashes=frozenset({name}))
+    assert not f.client_line(line(1)).crash
+    v = f.client_line(line(2))
+    assert v.forward and v.crash and v.injected == {"rule": "crash", "action": "crash"}
+    assert crash_rule("crash name=boom")[1] == "boom"  # type: ignore[index]
