@@ -79,6 +79,30 @@
   function spreadAll() {
     document.querySelectorAll("svg.chart").forEach(spread);
   }
+
+  // ---------------------------------------------------------------- wide tables
+  // A table wider than the window scrolls sideways in its own box, and says so above it:
+  // a scroll bar may be hidden until used (overlay scroll bars), and the columns past the
+  // edge (the compare heat map's last ones) must not pass for the end of the table. The
+  // box takes the keyboard's focus, so that arrow keys scroll it.
+  var MORE = "Wider than the window: scroll sideways for the rest \u2192";
+
+  function hints() {
+    document.querySelectorAll(".scroll").forEach(function (box) {
+      var wide = box.clientWidth > 0 && box.scrollWidth > box.clientWidth + 1;
+      var hint = box.previousElementSibling;
+      if (!hint || !hint.classList.contains("more")) {
+        if (!wide) { return; }
+        hint = document.createElement("p");
+        hint.className = "more";
+        hint.textContent = MORE;
+        box.parentNode.insertBefore(hint, box);
+        box.tabIndex = 0;
+        box.setAttribute("aria-label", "table, scrolls sideways");
+      }
+      hint.hidden = !wide;
+    });
+  }
   var boxes = Array.prototype.slice.call(document.querySelectorAll(".client-filter"));
   var find = document.getElementById("session-find");
   var eventful = document.getElementById("eventful-only");
@@ -103,7 +127,7 @@
     });
   }
 
-  boxes.forEach(function (b) { b.addEventListener("change", apply); });
+  boxes.forEach(function (b) { b.addEventListener("change", function () { apply(); hints(); }); });
   if (find) { find.addEventListener("input", apply); }
   if (eventful) { eventful.addEventListener("change", apply); }
   var all = document.getElementById("all-clients");
@@ -111,8 +135,13 @@
     all.addEventListener("click", function () {
       boxes.forEach(function (b) { b.checked = true; });
       apply();
+      hints();
     });
   }
+  window.addEventListener("resize", hints);
+  document.querySelectorAll("details").forEach(function (d) {
+    d.addEventListener("toggle", hints);
+  });
 
   function only(name) {
     document.querySelectorAll("section.part").forEach(function (s) {
@@ -203,6 +232,14 @@
   function selftest() {
     var result = { errors: window.reportErrors || [], charts: 0, marks: 0 };
     result.width = window.innerWidth;
+    // Every box wider than the window, and whether it says so (its hint shown).
+    result.wide = Array.prototype.filter.call(document.querySelectorAll(".scroll"), shown)
+      .filter(function (box) { return box.scrollWidth > box.clientWidth + 1; })
+      .map(function (box) {
+        var hint = box.previousElementSibling;
+        return { where: where(box), said: !!hint && hint.classList.contains("more") &&
+          shown(hint) };
+      });
     result.overlaps = overlaps();
     result.clipped = clipped();
     // What the timelines mark as a session's end, and whether a GET stream is among them.
@@ -247,5 +284,6 @@
   if (hash === "selftest-raw") { hash = "selftest"; } else { spreadAll(); }
   if (hash.indexOf("only=") === 0) { only(hash.slice(5)); }
   apply();
+  hints();
   if (hash === "selftest") { selftest(); }
 })();

@@ -122,6 +122,12 @@ def test_no_label_overlaps_and_nothing_is_cut_off_out_of_reach(
     result = _laid_out(html, tmp_path / "profile", width)
     assert result["overlaps"] == [], f"labels overlap at {width} px"
     assert result["clipped"] == [], f"content cut off out of reach at {width} px"
+    # What is wider than the window scrolls in its own box, and says so above it.
+    wide = result["wide"]
+    assert isinstance(wide, list)
+    assert all(w["said"] for w in wide), wide
+    if width == 800:  # the compare heat map's figures do not fit: it scrolls, and says so
+        assert any(w["where"] == "compare" for w in wide), wide
     # The stories the labels tell are all there: a 404 ended a session, a client
     # re-initialised and repeated its call; and no GET stream is drawn as a session's end.
     ends = result["ends"]
