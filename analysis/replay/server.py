@@ -41,6 +41,9 @@ class ReplayServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes; with Nagle's algorithm on, the body waits
+    # for the client's delayed ACK (40 ms a request on Linux), and an SSE event would too.
+    disable_nagle_algorithm = True
     server: ReplayServer
 
     def log_message(self, format: str, *args: object) -> None:
