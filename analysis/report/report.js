@@ -11,9 +11,10 @@
   // reader's font; here the font is known. Each chart's labels are placed in document
   // order: one that collides with a label already placed, or sticks out of its chart
   // (an SVG clips what is outside it), moves sideways into the chart and then up or down a
-  // line at a time to the nearest free place. An axis label that finds none is dropped
-  // (its neighbours carry the scale); any other label gets a new line at the chart's top
-  // (the chart grows), so that no figure is lost.
+  // line at a time to the nearest free place. An axis label (class "drop") that collides
+  // is left out rather than moved off its tick (its neighbours carry the scale); any other
+  // label that finds no place gets a new line at the chart's top (the chart grows), so
+  // that no figure is lost.
   var GAP = 1; // user units kept between two labels
 
   function hit(a, b) {
@@ -49,7 +50,8 @@
         if (c.y < top || c.y + c.height > vb.y + vb.height) { return false; }
         return placed.every(function (p) { return !hit(c, p); });
       };
-      for (var i = 0; i <= 16; i += 1) {
+      var tries = t.classList.contains("drop") ? 0 : 16; // an axis label stays or goes
+      for (var i = 0; i <= tries; i += 1) {
         var dy = (i % 2 ? -1 : 1) * Math.ceil(i / 2) * step; // 0, -1, +1, -2, +2 lines …
         var c = shifted(b, dx, dy);
         if (free(c)) {
