@@ -76,7 +76,7 @@ FRAME_BYTES: Final = 96 * 1024
 
 #: Copies a pump keeps for a recorder that is behind (a burst, a multi-MiB line), per
 #: direction; past it they are dropped and counted (`observer_dropped`).
-BACKLOG_BYTES: Final = 64 << 20
+BACKLOG_BYTES: Final = 16 << 20
 
 #: A copy's header: direction (b"c" client->server, b"s" server->client), its offset in
 #: that direction, and when it was read.
@@ -236,10 +236,12 @@ class Copier:
     __slots__ = (
         "backlog",
         "backlog_bytes",
+        "behind",
         "dropped_lines",
         "lines",
         "offset",
         "open",
+        "skipped_bytes",
         "sock",
         "tag",
     )
@@ -253,6 +255,10 @@ class Copier:
         self.open = True
         self.backlog: deque[list[bytes]] = deque()
         self.backlog_bytes = 0
+        #: A copy had to be dropped: until the backlog is sent, the pump moves bytes
+        #: without looking at them (`skip`), where the system can (`os.splice`).
+        self.behind = False
+        self.skipped_bytes = 0
 
     def copy(self, data: bytes, ts: float) -> None:
         if self.tag == b"e":
@@ -267,6 +273,7 @@ class Copier:
                 continue
             if self.backlog_bytes + len(frame[1]) > BACKLOG_BYTES:
                 self.dropped_lines += frame[1].count(b"\n")  # the recorder sees the gap
+                self.behind = True
                 continue
             self.backlog.append(frame)
             self.backlog_bytes += len(frame[1])
@@ -289,6 +296,14 @@ class Copier:
         while self.backlog and self._send(self.backlog[0], flags):
             if self.backlog:
                 self.backlog_bytes -= len(self.backlog.popleft()[1])
+        if not self.backlog:
+            self.behind = False
+
+    def skip(self, n: int) -> None:
+        """`n` bytes passed that the recorder will not see (it finds the gap by offset)."""
+        self.offset += n
+        self.skipped_bytes += n
+        self.flush()
 
 
 def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], None]) -> None:
@@ -296,8 +311,24 @@ def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], Non
     written on first, copied to the recorder after."""
     broke = False
     clock = time.time
+    splice = getattr(os, "splice", None)
     try:
         while True:
+            if copier is not None and copier.behind and splice is not None:
+                # The recorder is far behind and copies are being dropped anyway: move the
+                # bytes in the kernel (no copy through this process) until it catches up.
+                try:
+                    n = splice(src, dst, READ_BYTES)
+                except OSError as e:
+                    if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EBADF):
+                        splice = None  # neither side is a pipe, or no splice: read and write
+                        continue
+                    broke = e.errno == errno.EPIPE
+                    break
+                if not n:
+                    break
+                copier.skip(n)
+                continue
             if copier is not None and copier.backlog:
                 # Copies wait for the recorder: read on as soon as there is input, and
                 # send them as soon as there is room, whichever comes first.
@@ -625,6 +656,7 @@ class Wrapper:
         threads[1].join()  # every byte of stdout reaches the client before the wrapper exits
         threads[2].join(STDERR_GRACE_S)
         tell("lost", client.dropped_lines + answers.dropped_lines)
+        tell("skipped", client.skipped_bytes + answers.skipped_bytes)
         tell("stderr", stderr.lines)
         tell("exit", ended, code)
         mine.close()
@@ -778,6 +810,8 @@ def record(
                 observer.epipe_to_server = True
         elif what == "lost":
             observer.lost(int(args[0]))
+        elif what == "skipped":
+            observer.skipped = int(args[0])
         elif what == "stderr":
             observer.stderr += int(args[0])
         elif what == "exit":

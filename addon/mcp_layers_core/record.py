@@ -299,6 +299,7 @@ class NoteCode(StrEnum):
     EPIPE_TO_CLIENT = "epipe_to_client"
     EPIPE_TO_SERVER = "epipe_to_server"
     OBSERVER_DROPPED = "observer_dropped"
+    OBSERVER_SKIPPED = "observer_skipped"
 
 
 #: What each note means, with its detail (the Notes table of docs/record-format.md).
@@ -408,6 +409,9 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     "still wrote (`session_end`)",
     NoteCode.OBSERVER_DROPPED: "stdio: `:<n>` lines passed on but not recorded because the "
     "recorder fell behind (`session_end`): the records of the calls they carried are missing",
+    NoteCode.OBSERVER_SKIPPED: "stdio: `:<bytes>` bytes passed on without a copy to the "
+    "recorder (`splice`), while it was so far behind that copies were being dropped "
+    "(`session_end`)",
 }
 
 

@@ -127,6 +127,7 @@ class StdioObserver:
         self.epipe_to_client = False
         self.epipe_to_server = False
         self.dropped = 0
+        self.skipped = 0
         self.client_closed_at: float | None = None
 
     # -- what passed ---------------------------------------------------------------
@@ -362,6 +363,7 @@ class StdioObserver:
             (NoteCode.PARTIAL_LAST_LINE, self.partial),
             (NoteCode.LINE_OVER_CAP, self.over_cap),
             (NoteCode.OBSERVER_DROPPED, self.dropped),
+            (NoteCode.OBSERVER_SKIPPED, self.skipped),
         ):
             if value:
                 notes.append(Note(code, value))
