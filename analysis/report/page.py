@@ -191,16 +191,18 @@ def _sampling_notes(data: ReportData) -> Iterable[str]:
             f"Sessions and Compare are over the first {s.head:,} records read. mcp-layers "
             "retries, sessions and compare give them over every record."
         )
+    # Past the exact limit, the sessions counted are those of the records read in full.
+    among = f" in the first {s.head:,} records" if s.head else ""
     if s.sessions_total > s.sessions_listed:
         yield (
-            f"The session list shows the first {s.sessions_listed:,} of {s.sessions_total:,} "
-            "sessions; the rest are in mcp-layers sessions."
+            f"The session list shows the first {s.sessions_listed:,} of the "
+            f"{s.sessions_total:,} sessions{among}; the rest are in mcp-layers sessions."
         )
     if s.chains_total > s.chains_drawn:
         yield (
-            f"Timelines are drawn for {s.chains_drawn:,} of {s.chains_total:,} session "
-            "chains: those with a failure, a retry or a 404 first, then the earliest "
-            "(mcp-layers show SESSION prints any session's records)."
+            f"Timelines are drawn for {s.chains_drawn:,} of the {s.chains_total:,} session "
+            f"chains{among}: those with a failure, a retry or a 404 first, then the "
+            "earliest (mcp-layers show SESSION prints any session's records)."
         )
     if s.records_cut:
         yield (

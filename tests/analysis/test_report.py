@@ -130,8 +130,8 @@ def test_big_inputs_are_sampled_and_the_page_says_so() -> None:
     assert d.sampling.sessions_total > 5 and d.sampling.records_cut > 0
     assert all(len(c.records) <= 3 * len(c.sessions) for c in d.chains)
     html = page.render(d, title="t", inputs=["x"], only=page.SECTIONS)
-    assert f"shows the first 5 of {d.sampling.sessions_total} sessions" in html
-    assert f"Timelines are drawn for 2 of {d.sampling.chains_total}" in html
+    assert f"shows the first 5 of the {d.sampling.sessions_total} sessions;" in html
+    assert f"Timelines are drawn for 2 of the {d.sampling.chains_total} session chains:" in html
     assert "records of long sessions are not drawn" in html
 
 
@@ -161,8 +161,12 @@ def test_a_page_over_its_size_budget_draws_less_and_says_so(tmp_path: Path) -> N
     html, smaller = _synthetic_page(tmp_path, Limits(page_bytes=budget))
     assert smaller <= budget
     notes = re.findall(r"<p class='note'>([^<]*)</p>", html.split("<main>")[0])
-    assert any(re.search(r"shows the first \d+ of \d+ sessions; the rest are in", n) for n in notes)
-    assert any(re.search(r"Timelines are drawn for \d+ of \d+ session chains", n) for n in notes)
+    assert any(
+        re.search(r"shows the first \d+ of the \d+ sessions; the rest are in", n) for n in notes
+    )
+    assert any(
+        re.search(r"Timelines are drawn for \d+ of the \d+ session chains", n) for n in notes
+    )
     assert html.count('<article class="tl"') < whole.count('<article class="tl"')
     assert html.count("<tr data-client=") < whole.count("<tr data-client=")
 
@@ -172,7 +176,7 @@ def test_timelines_stop_at_the_budget_of_drawn_records(tmp_path: Path) -> None:
     html, _ = _synthetic_page(tmp_path, Limits(drawn=50))
     drawn = html.count('<article class="tl"')
     assert 1 <= drawn < whole.count('<article class="tl"')
-    assert re.search(rf"Timelines are drawn for {drawn} of \d+ session chains", html)
+    assert re.search(rf"Timelines are drawn for {drawn} of the \d+ session chains", html)
 
 
 def test_past_the_exact_limit_the_sections_after_the_overview_are_a_sample(
@@ -188,7 +192,7 @@ def test_past_the_exact_limit_the_sections_after_the_overview_are_a_sample(
     # Below the limit, the engine holding fewer columns makes no difference.
     same, _ = _synthetic_page(tmp_path, Limits(), narrow)
     assert _after_header(same) == _after_header(whole)
-    html, _ = _synthetic_page(tmp_path, Limits(exact=100, sample=300), narrow)
+    html, _ = _synthetic_page(tmp_path, Limits(exact=100, sample=300, sessions=3), narrow)
     meta = re.search(r"<p class='meta'>([\d,]+) records", html)
     assert meta
     records = int(meta.group(1).replace(",", ""))
@@ -198,6 +202,7 @@ def test_past_the_exact_limit_the_sections_after_the_overview_are_a_sample(
         "Compare are over the first 300 records read." in html
     )
     assert html.count(f"<p class='note sampled'>Over the first 300 of {records:,}") == 3
+    assert re.search(r"shows the first \d+ of the \d+ sessions in the first 300 records", html)
     # The overview is the same as over every record; the other sections are not.
     assert _between(html, '<section id="overview"', "</section>") == _between(
         whole, '<section id="overview"', "</section>"
