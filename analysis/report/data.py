@@ -25,7 +25,7 @@ from mcp_layers_analysis.summary import INJECTED, ORGANIC, PROBE, label, millis,
 from mcp_layers_analysis.table import TABLE
 
 from . import queries
-from .queries import COLUMNS, EDGES_MS, TIMELINE_COLUMNS
+from .queries import COLUMNS, EDGES_MS, OVERVIEW_COLUMNS, TIMELINE_COLUMNS
 
 #: What `compare` groups the heat map by.
 COMPARE_BY: Final = ("client", "scenario")
@@ -149,7 +149,9 @@ def gather(
     column (the page says so)."""
     if not isinstance(engine, DuckEngine) or set(COLUMNS) <= set(engine.cols):
         return _sections(engine, filters, records, limits, _clients(engine, filters))
-    if records <= limits.exact:
+    # An engine read with other columns than the overview's (the bundle's) is read again
+    # with every column, in full.
+    if records <= limits.exact or not set(OVERVIEW_COLUMNS) <= set(engine.cols):
         with _swapped(engine, None):
             return _sections(engine, filters, records, limits, _clients(engine, filters))
     clients = _clients(engine, filters)

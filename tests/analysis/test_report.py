@@ -211,6 +211,12 @@ def test_past_the_exact_limit_the_sections_after_the_overview_are_a_sample(
     assert "note sampled" not in whole
 
 
+def test_an_engine_read_with_other_columns_is_read_again_in_full(tmp_path: Path) -> None:
+    whole, _ = _synthetic_page(tmp_path, Limits())
+    other, _ = _synthetic_page(tmp_path, Limits(exact=100, sample=300), ("kind", "session"))
+    assert _after_header(other) == _after_header(whole)
+
+
 def test_the_engines_head_is_the_first_records_as_the_table_numbers_them() -> None:
     engine = DuckEngine(threads=1)
     try:
