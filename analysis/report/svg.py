@@ -57,8 +57,22 @@ def text(x: float, y: float, content: str, cls: str = "lbl", anchor: str = "star
     )
 
 
-def fits(content: str, width: float) -> bool:
-    return len(content) * CHAR_W + 4 <= width
+#: The same for the small labels (10 px).
+CHAR_W_SMALL: Final = 6.0
+
+
+def fits(content: str, width: float, char_w: float = CHAR_W) -> bool:
+    return len(content) * char_w + 4 <= width
+
+
+def count_text(n: int, width: float) -> str:
+    """A count as a small label `width` wide holds it: 2624, else 22k or 1.3M (the exact
+    count is in the mark's tooltip and the chart's label)."""
+    if fits(str(n), width, CHAR_W_SMALL):
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.0f}k"
+    return f"{n / 1_000_000:.1f}M"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +120,7 @@ def histogram(
             h = (height - top - bottom) * math.sqrt(n / peak)  # sqrt: small bins stay visible
             y = height - bottom - h
             body.append(rect(x + 1, y, slot - 2, h, cls, f"{name}: {n}"))
-            body.append(text(x + slot / 2, y - 3, str(n), "lbl small", "middle"))
+            body.append(text(x + slot / 2, y - 3, count_text(n, slot), "lbl small", "middle"))
         if i % 2 == 0:
             body.append(text(x + slot / 2, height - 5, name, "lbl small", "middle"))
     body.append(line(0, height - bottom, width, height - bottom, "axis"))

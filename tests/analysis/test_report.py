@@ -14,7 +14,7 @@ from analysis_helpers import SYNTHETIC, invoke
 from mcp_layers_analysis.duck import DuckEngine
 from mcp_layers_analysis.filters import Filters
 from mcp_layers_analysis.inputs import expand
-from mcp_layers_analysis.report import Limits, data, page, style, timeline
+from mcp_layers_analysis.report import Limits, data, page, style, svg, timeline
 from mcp_layers_core.record import LAYER_OF, Outcome
 from report_helpers import REAL, REAL_CLIENTS, write_report
 
@@ -266,6 +266,13 @@ def test_idle_stretches_are_cut_out_of_the_axis() -> None:
     assert idle == pytest.approx(59_970)
     assert scale.x(0) == 0 and scale.x(60_010) == pytest.approx(500)
     assert scale.x(30) < x < scale.x(60_000)
+
+
+def test_a_count_too_wide_for_its_bar_is_shortened() -> None:
+    assert svg.count_text(2624, 30.7) == "2624"
+    assert svg.count_text(21640, 30.7) == "22k"
+    assert svg.count_text(1_312_000, 30.7) == "1.3M"
+    assert svg.count_text(21640, 60) == "21640"
 
 
 def test_nice_steps() -> None:
