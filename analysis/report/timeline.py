@@ -35,6 +35,8 @@ PLOT_W: Final = 760.0
 ROW_H: Final = 14.0
 LANE_PAD: Final = 26.0  # room above a lane's bars for the arcs and their labels
 AXIS_H: Final = 26.0
+LINE_H: Final = 12.0  # a line of the label column
+NAME_CH: Final = 21  # characters of a session's name the label column holds (11 px mono)
 MIN_BAR: Final = 5.0
 BREAK_W: Final = 28.0
 GAP_MS: Final = 1000.0
@@ -128,7 +130,13 @@ def draw(chain: Chain) -> str:
     t0 = scale.starts[0]
     lanes = {s.session: i for i, s in enumerate(chain.sessions)}
     rows = _pack(recs, scale)
-    depth = [1] * len(lanes)
+    said = _lane_lines(chain, recs)
+    # A lane is as deep as its rows of marks, and as its name and figures (one a line).
+    # The last line's baseline stays inside the lane (which reaches 8 px below its rows).
+    depth = [
+        max(1, math.ceil((10 + LINE_H * (len(said[s.session]) - 1) - 8) / ROW_H))
+        for s in chain.sessions
+    ]
     for r in recs:
         depth[lanes[r.session]] = max(depth[lanes[r.session]], rows[r.seq] + 1)
     tops = []
@@ -138,7 +146,7 @@ def draw(chain: Chain) -> str:
         y += LANE_PAD + d * ROW_H + 8
     height = y + AXIS_H
     where: dict[int, tuple[float, float, float]] = {}  # seq -> x start, x end, y middle
-    body: list[str] = [_lanes(chain, recs, tops, depth)]
+    body: list[str] = [_lanes(chain, said, tops, depth)]
     marks: list[str] = []
     for r in recs:
         x0, x1 = (LABEL_W + scale.x(t) for t in _span(r))
@@ -180,19 +188,34 @@ def _pack(recs: Sequence[Any], scale: Scale) -> dict[int, int]:
     return out
 
 
-def _lanes(chain: Chain, recs: Sequence[Any], tops: list[float], depth: list[int]) -> str:
+def _lane_lines(chain: Chain, recs: Sequence[Any]) -> dict[str, list[str]]:
+    """What the label column says of each lane, a line each: the session's name (cut to
+    the column's width; the heading above the timeline has it whole), its GET streams,
+    the requests the server sent it, the records not drawn."""
+    out = {}
+    for s in chain.sessions:
+        name = s.session if len(s.session) <= NAME_CH else s.session[: NAME_CH - 1] + "…"
+        streams = max((r.get_streams or 0 for r in recs if r.session == s.session), default=0)
+        asked = max((r.server_requests or 0 for r in recs if r.session == s.session), default=0)
+        lines = [name, f"GET streams {streams}"]
+        if asked:
+            lines.append(f"server asked {asked}")
+        if chain.cut.get(s.session):
+            lines.append(f"{chain.cut[s.session]} more not drawn")
+        out[s.session] = lines
+    return out
+
+
+def _lanes(chain: Chain, said: dict[str, list[str]], tops: list[float], depth: list[int]) -> str:
     out = []
     for i, s in enumerate(chain.sessions):
         top = tops[i] - LANE_PAD + 4
         h = LANE_PAD + depth[i] * ROW_H + 4
         out.append(f'<rect class="lane" x="0" y="{num(top)}" width="100%" height="{num(h)}"/>')
-        out.append(text(4, tops[i] + 10, s.session, "lbl mono"))
-        streams = max((r.get_streams or 0 for r in recs if r.session == s.session), default=0)
-        asked = max((r.server_requests or 0 for r in recs if r.session == s.session), default=0)
-        sub = f"GET streams {streams}" + (f" · server asked {asked}" if asked else "")
-        out.append(text(4, tops[i] + 23, sub, "lbl small"))
-        if chain.cut.get(s.session):
-            out.append(text(4, tops[i] + 35, f"{chain.cut[s.session]} more not drawn", "lbl small"))
+        name, *figures = said[s.session]
+        out.append(text(4, tops[i] + 10, name, "lbl mono"))
+        for n, figure in enumerate(figures, start=1):
+            out.append(text(4, tops[i] + 10 + n * LINE_H, figure, "lbl small"))
     return "".join(out)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import mcp_layers_analysis.report as report_mod
 import pytest
@@ -273,6 +274,17 @@ def test_a_count_too_wide_for_its_bar_is_shortened() -> None:
     assert svg.count_text(21640, 30.7) == "22k"
     assert svg.count_text(1_312_000, 30.7) == "1.3M"
     assert svg.count_text(21640, 60) == "21640"
+
+
+def test_a_lane_label_fits_its_column() -> None:
+    """A long session name (a UUID) is cut to the label column, whose lines are each a
+    figure: nothing of it runs into the marks."""
+    long = "3f1c2a9e-7b4d-4c1e-9a2f-0d8e6b5c4a31"
+    session = data.Session(long, "c", None, None, None, None, 1, 1, 0, 0, None, None)
+    rec = SimpleNamespace(session=long, get_streams=2, server_requests=3)
+    lines = timeline._lane_lines(data.Chain([session], cut={long: 7}), [rec])[long]
+    assert lines == [long[:20] + "…", "GET streams 2", "server asked 3", "7 more not drawn"]
+    assert all(len(x) * svg.CHAR_W <= timeline.LABEL_W for x in lines)
 
 
 def test_nice_steps() -> None:
