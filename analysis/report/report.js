@@ -105,6 +105,8 @@
       hint.hidden = !wide;
     });
   }
+
+  // ---------------------------------------------------------------- filters
   var boxes = Array.prototype.slice.call(document.querySelectorAll(".client-filter"));
   var find = document.getElementById("session-find");
   var eventful = document.getElementById("eventful-only");
