@@ -143,10 +143,13 @@ def test_no_label_overlaps_and_nothing_is_cut_off_out_of_reach(
 def test_the_self_test_sees_overlaps_where_labels_are_left_as_drawn(
     synthetic_report: Path, report: tuple[Path, str], tmp_path: Path
 ) -> None:
-    """The check above can fail: with the labels where Python put them (the page's script
-    moves them apart; #selftest-raw skips that), labels of these pages do collide."""
+    """The checks above can fail: with the labels where Python put them (the page's script
+    moves them apart; #selftest-raw skips that), labels of these pages collide ("reinit
+    34 ms" over "end: 404" among them) and stick out of their charts, which clip them."""
     raw = [
         _laid_out(html, tmp_path / f"profile{i}", 1280, "selftest-raw")
         for i, html in enumerate((report[0], synthetic_report))
     ]
-    assert any(r["overlaps"] for r in raw)
+    pairs = [{o["a"], o["b"]} for r in raw for o in r["overlaps"]]
+    assert any("end: 404" in p and any(re.fullmatch(r"reinit \d+ ms", x) for x in p) for p in pairs)
+    assert any(r["clipped"] for r in raw)
