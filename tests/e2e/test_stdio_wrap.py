@@ -436,3 +436,32 @@ def test_the_crash_fault_kills_the_server_mid_call(tmp_path: Path) -> None:
     assert second["outcome"] == "NO_RESPONSE"
     assert second["injected"] == {"rule": "crash", "action": "crash"}
     assert "server_exited:signal=SIGKILL" in second["notes"]
+
+
+def test_stdin_closed_with_a_call_pending(tmp_path: Path) -> None:
+    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}\n'
+    done = subprocess.run(
+        wrap(tmp_path, "sh", "-c", "cat >/dev/null"), input=call, capture_output=True
+    )
+    assert done.returncode == 0 and done.stdout == b""
+    request, end = records(tmp_path)
+    assert request["outcome"] == "NO_RESPONSE"
+    assert request["notes"] == ["stdin_closed_pending", "server_exited:code=0"]
+    assert end["notes"] == ["server_exited:code=0", "stdin_closed_pending:1"]
+
+
+def test_a_line_over_the_cap_passes_whole_and_is_noted(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{"blob":"' + b"z" * 300_000 + b'"}}\n'
+    call = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n'
+    argv = wrap(tmp_path / "rec", sys.executable, str(SCRIPTED), "echo", str(copy))
+    argv[2:2] = ["--max-line-kb", "64"]
+    done = subprocess.run(argv, input=call + answer, capture_output=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == call + answer
+    recs = records(tmp_path / "rec")
+    # The echo child sends the call back (a server request, to the recorder) and then the
+    # answer, which the recorder pairs by the id at its start and cannot read whole.
+    (request,) = [r for r in recs if r["kind"] == "request"]
+    assert request["outcome"] == "UNINSPECTED"
+    assert request["notes"] == [f"body_over_cap:{len(answer) - 1}"]
+    assert f"line_over_cap:{len(answer) - 1}" in recs[-1]["notes"]
