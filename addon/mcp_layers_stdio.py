@@ -290,14 +290,27 @@ class Copier:
             self.backlog.clear()
         return True
 
-    def flush(self, wait: bool = False) -> None:
-        """Send what the backlog holds, as far as there is room (`wait`: all of it)."""
-        flags = 0 if wait else socket.MSG_DONTWAIT
-        while self.backlog and self._send(self.backlog[0], flags):
+    def flush(self) -> None:
+        """Send what the backlog holds, as far as there is room."""
+        while self.backlog and self._send(self.backlog[0]):
             if self.backlog:
                 self.backlog_bytes -= len(self.backlog.popleft()[1])
         if not self.backlog:
             self.behind = False
+
+    def drain(self, timeout: float = RECORDER_GRACE_S) -> None:
+        """At the end (the bytes are through): send the whole backlog, waiting for room,
+        but not past `timeout` for a recorder that stopped reading (the rest is counted
+        as dropped)."""
+        deadline = time.monotonic() + timeout
+        while self.backlog and self.open:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.dropped_lines += sum(frame[1].count(b"\n") for frame in self.backlog)
+                self.backlog.clear()
+                break
+            select.select([], [self.sock], [], left)
+            self.flush()
 
     def skip(self, n: int) -> None:
         """`n` bytes passed that the recorder will not see (it finds the gap by offset)."""
@@ -356,7 +369,7 @@ def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], Non
     finally:
         on_end(broke)  # first: the other side sees the end at once
         if copier is not None:
-            copier.flush(wait=True)  # the bytes are through: the recorder may take its time
+            copier.drain()  # the bytes are through: the recorder may take its time
 
 
 def load_faults(o: Options) -> StdioFaults | None:
@@ -461,7 +474,7 @@ class FaultLines:
                     write_all(dst, buf)  # a last line without its newline, as it came
         finally:
             on_end(broke)
-            copier.flush(wait=True)
+            copier.drain()
 
     def downward(self, src: int, on_end: Callable[[bool], None]) -> None:
         buf = b""
@@ -508,7 +521,7 @@ class FaultLines:
             for timer in self.timers:
                 timer.join()  # delayed answers go out before the client sees the end
             on_end(broke)
-            self.answers.flush(wait=True)
+            self.answers.drain()
 
 
 def spawn(command: list[str]) -> tuple[int, int, int, int]:
@@ -592,7 +605,9 @@ class Wrapper:
             """A control message (`x` and words, the last may hold spaces): small, rare,
             never dropped."""
             with control, contextlib.suppress(OSError):
-                mine.send(b"x" + " ".join(map(str, item)).encode())
+                # Waits for room, but not for ever on a recorder that stopped reading.
+                select.select([], [mine], [], RECORDER_GRACE_S)
+                mine.send(b"x" + " ".join(map(str, item)).encode(), socket.MSG_DONTWAIT)
 
         client = Copier(mine, b"c")
         answers = Copier(mine, b"s")

@@ -91,3 +91,23 @@ def test_a_recorder_far_behind_never_holds_the_bytes_back() -> None:
     for fd in (src_r, dst_r):
         os.close(fd)
     mine.close()
+
+
+def test_the_last_flush_gives_up_on_a_recorder_that_stopped_reading() -> None:
+    import socket
+    import time
+
+    from mcp_layers_stdio import Copier
+
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    copier = Copier(mine, b"s")
+    line = b'{"jsonrpc":"2.0","method":"x"}\n' * 2000
+    for _ in range(200):  # far more than the socket holds: the rest waits in the backlog
+        copier.copy(line, 0.0)
+    assert copier.backlog
+    t0 = time.monotonic()
+    copier.drain(timeout=0.3)  # `theirs` is open and never read
+    assert time.monotonic() - t0 < 5
+    assert not copier.backlog and copier.dropped_lines > 0
+    mine.close()
+    theirs.close()
