@@ -558,10 +558,19 @@ class Wrapper:
         self.o = options
         self.pid: int | None = None
         self.pending_signals: list[int] = []
+        #: The server has exited (and been reaped: its pid may be anyone's now).
+        self.server_gone = False
+        #: A signal came after that: stop waiting for its stdout to end.
+        self.stop = False
 
     def forward(self, signum: int, _frame: object) -> None:
         if self.pid is None:
             self.pending_signals.append(signum)  # arrived before the server existed
+            return
+        if self.server_gone:
+            # Something the server started still holds its stdout open, and the client
+            # wants the wrapper gone: it finishes the records and exits.
+            self.stop = True
             return
         with contextlib.suppress(OSError):  # already gone
             os.kill(self.pid, signum)
@@ -667,8 +676,12 @@ class Wrapper:
         for t in threads:
             t.start()
         code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        self.server_gone = True
         ended = time.time()
-        threads[1].join()  # every byte of stdout reaches the client before the wrapper exits
+        # Every byte of stdout reaches the client before the wrapper exits, unless the
+        # client signals it to go (what the server started may hold stdout for ever).
+        while threads[1].is_alive() and not self.stop:
+            threads[1].join(0.05)
         threads[2].join(STDERR_GRACE_S)
         tell("lost", client.dropped_lines + answers.dropped_lines)
         tell("skipped", client.skipped_bytes + answers.skipped_bytes)

@@ -465,3 +465,19 @@ def test_a_line_over_the_cap_passes_whole_and_is_noted(tmp_path: Path) -> None:
     assert request["outcome"] == "UNINSPECTED"
     assert request["notes"] == [f"body_over_cap:{len(answer) - 1}"]
     assert f"line_over_cap:{len(answer) - 1}" in recs[-1]["notes"]
+
+
+def test_a_signal_after_the_server_exited_ends_the_wait_for_its_stdout(tmp_path: Path) -> None:
+    # The server exits, but what it started in the background still holds its stdout.
+    proc = subprocess.Popen(
+        wrap(tmp_path, "sh", "-c", "sleep 4 & echo started; exit 3"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"started\n"
+    time.sleep(0.5)
+    assert proc.poll() is None  # still waiting for the end of stdout
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=3) == 3
+    assert records(tmp_path)[-1]["notes"][0] == "server_exited:code=3"
