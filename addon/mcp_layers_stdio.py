@@ -40,6 +40,7 @@ import errno
 import fcntl
 import os
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -59,7 +60,8 @@ if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; only the checker n
 
 USAGE: Final = (
     "usage: mcp-layers wrap [--record-dir DIR] [--name NAME] [--scenario LABEL] "
-    "[--max-line-kb N] [--fault RULE]... [--faults PRESET|FILE] [--seed N] -- CMD [ARGS...]"
+    "[--max-line-kb N] [--fault RULE]... [--faults PRESET|FILE] [--seed N] -- CMD [ARGS...]\n"
+    "       mcp-layers wrap --install|--uninstall CLIENT SERVER [--config FILE] [options]"
 )
 
 #: The longest line the recorder reads (the core's JSON body cap); longer ones are passed
@@ -106,10 +108,13 @@ class Help(Exception):
 class Options:
     __slots__ = (
         "command",
+        "config",
         "fault_rules",
         "faults_source",
+        "install",
         "max_line",
         "name",
+        "passed",
         "record_dir",
         "scenario",
         "seed",
@@ -124,6 +129,10 @@ class Options:
         self.fault_rules: list[str] = []  # --fault, each one rule in the inline form
         self.faults_source: str | None = None  # --faults, a preset's name or a rules file
         self.seed = 0
+        #: --install/--uninstall CLIENT SERVER, and the file (--config) when not the usual.
+        self.install: tuple[str, str, str] | None = None
+        self.config: str | None = None
+        self.passed: list[str] = []  # the wrapper's own options, as given
 
 
 def parse(argv: list[str]) -> Options:
@@ -141,8 +150,16 @@ def parse(argv: list[str]) -> Options:
         if not arg.startswith("--"):
             o.command = argv[i:]
             break
+        if arg in ("--install", "--uninstall"):
+            # CLIENT SERVER: an entry of a client's config to rewrite, not a server to run.
+            if i + 2 >= len(argv):
+                raise Refusal(f"{arg} needs a client and a server name; {USAGE}")
+            o.install = (arg, argv[i + 1], argv[i + 2])
+            i += 3
+            continue
         name, eq, value = arg.partition("=")
         if name not in (
+            "--config",
             "--record-dir",
             "--name",
             "--scenario",
@@ -157,6 +174,11 @@ def parse(argv: list[str]) -> Options:
             if i >= len(argv):
                 raise Refusal(f"{name} needs a value; {USAGE}")
             value = argv[i]
+        if name == "--config":
+            o.config = value
+            i += 1
+            continue
+        o.passed += [name, value]  # what `--install` puts before the command
         if name == "--record-dir":
             o.record_dir = value
         elif name == "--name":
@@ -181,6 +203,10 @@ def parse(argv: list[str]) -> Options:
                 raise Refusal(f"--max-line-kb must be a positive number of KiB, not {value!r}")
             o.max_line = kb * 1024
         i += 1
+    if o.install is not None:
+        if o.command:
+            raise Refusal(f"{o.install[0]} takes no command (it is in the client's config)")
+        return o
     if not o.command:
         raise Refusal(f"no command to run; {USAGE}")
     return o
@@ -850,6 +876,28 @@ def record(
     f.close()
 
 
+def install(o: Options) -> int:
+    """--install/--uninstall: rewrite one entry of a client's config; one line."""
+    from mcp_layers_analysis import stdio_install
+
+    assert o.install is not None
+    how, client, server = o.install
+    me = os.path.abspath(sys.argv[0])
+    if os.path.basename(me) != "mcp-layers":
+        me = shutil.which("mcp-layers") or me
+    try:
+        path = stdio_install.config_path(client, o.config)
+        if how == "--install":
+            line = stdio_install.install(path, server, me, o.passed)
+        else:
+            line = stdio_install.uninstall(path, server)
+    except stdio_install.InstallError as e:
+        os.write(2, f"mcp-layers wrap: {e}\n".encode("utf-8", "replace"))
+        return 2
+    os.write(1, f"{line}\n".encode("utf-8", "replace"))
+    return 0
+
+
 def exit_like(code: int) -> None:
     """Leave as the child did: its code, or killed by its signal (raised again here, so the
     client sees the same status; 128+N if it cannot be)."""
@@ -870,6 +918,8 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[2:] if argv is None else argv
     try:
         options = parse(args)
+        if options.install is not None:
+            os._exit(install(options))
         code = Wrapper(options).run()
     except Help as e:
         os.write(1, f"{e}\n".encode())
