@@ -40,7 +40,6 @@ import errno
 import fcntl
 import os
 import select
-import shutil
 import signal
 import socket
 import struct
@@ -878,6 +877,8 @@ def record(
 
 def install(o: Options) -> int:
     """--install/--uninstall: rewrite one entry of a client's config; one line."""
+    import shutil
+
     from mcp_layers_analysis import stdio_install
 
     assert o.install is not None
