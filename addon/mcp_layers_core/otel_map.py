@@ -36,7 +36,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from .record import NOT_FAILED, EndReason, Kind, Outcome, RetryOrigin, is_issued_session
+from .record import (
+    NOT_FAILED,
+    EndReason,
+    Kind,
+    Outcome,
+    RetryOrigin,
+    Transport,
+    is_issued_session,
+)
 from .versions import is_sessionless
 
 #: The conventions followed: repository, commit, and the files read.
@@ -151,6 +159,20 @@ def split_server(server: str) -> tuple[str, int | None]:
     return host.strip("[]"), int(port)
 
 
+def put_network(attrs: Attributes, record: dict[str, Any]) -> None:
+    """Where the server is and how it is reached: `host:port` over TCP and HTTP; for a
+    server run by `mcp-layers wrap` (`transport: stdio`), a pipe and no address (its
+    `server` is a command's name, `stdio:NAME`, not a host)."""
+    if record.get("transport") == Transport.STDIO:
+        attrs["network.transport"] = "pipe"
+        return
+    address, port = split_server(record.get("server") or "")
+    _put(attrs, "server.address", address or None)
+    _put(attrs, "server.port", port)
+    attrs["network.transport"] = "tcp"
+    attrs["network.protocol.name"] = "http"
+
+
 def error_type(record: dict[str, Any]) -> str | None:
     """`error.type` of an exchange, or None when it did not fail.
 
@@ -242,11 +264,7 @@ def convention_attributes(record: dict[str, Any], method: str | None) -> Attribu
         attrs["gen_ai.operation.name"] = "execute_tool"
     _put(attrs, "gen_ai.prompt.name", record.get("prompt"))
     _put(attrs, "mcp.resource.uri", resource_uri(record))
-    address, port = split_server(record.get("server") or "")
-    _put(attrs, "server.address", address or None)
-    _put(attrs, "server.port", port)
-    attrs["network.transport"] = "tcp"
-    attrs["network.protocol.name"] = "http"
+    put_network(attrs, record)
     code = rpc.get("errorCode")
     _put(attrs, "rpc.response.status_code", None if code is None else str(code))
     _put(attrs, "error.type", error_type(record))
@@ -489,11 +507,7 @@ class SpanMapper:
         if session_id_allowed(record):
             _put(attrs, "mcp.session.id", session)
         attrs["jsonrpc.protocol.version"] = "2.0"
-        address, port = split_server(record.get("server") or "")
-        _put(attrs, "server.address", address or None)
-        _put(attrs, "server.port", port)
-        attrs["network.transport"] = "tcp"
-        attrs["network.protocol.name"] = "http"
+        put_network(attrs, record)
         reason = record.get("endReason")
         # A session the server forgot (404) ended in error; a DELETE or shutdown did not.
         if reason == EndReason.NOT_FOUND:
