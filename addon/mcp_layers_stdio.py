@@ -433,6 +433,26 @@ def load_faults(o: Options) -> StdioFaults | None:
         raise Refusal(str(e)) from None
 
 
+class Splitter:
+    """Complete lines out of chunks, in time linear in their size (a line of several MiB
+    arrives in many chunks: no buffer is copied per chunk)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def lines(self, data: bytes) -> list[bytes]:
+        self.parts.append(data)
+        if b"\n" not in data:
+            return []
+        *lines, rest = b"".join(self.parts).split(b"\n")
+        self.parts = [rest] if rest else []
+        return lines
+
+    def rest(self) -> bytes:
+        """What follows the last newline."""
+        return b"".join(self.parts)
+
+
 class FaultLines:
     """The two pumps of a run with fault rules. They are line by line, which the plain
     pumps are not: a request is decided before it is forwarded (so a partial line waits
@@ -463,7 +483,7 @@ class FaultLines:
     def upward(self, dst: int, copier: Copier, on_end: Callable[[bool], None]) -> None:
         import json
 
-        buf = b""
+        buf = Splitter()
         broke = False
         try:
             while True:
@@ -474,9 +494,7 @@ class FaultLines:
                 if not data:
                     break
                 ts = time.time()
-                buf += data
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
+                for line in buf.lines(data):
                     v = self.faults.client_line(line)
                     if v.injected is not None:
                         mark = [v.rpc_id, v.injected["rule"], v.injected["action"]]
@@ -494,15 +512,15 @@ class FaultLines:
                 copier.copy(data, ts)
                 if broke:
                     break
-            if buf and not broke:
+            if buf.parts and not broke:
                 with contextlib.suppress(OSError):
-                    write_all(dst, buf)  # a last line without its newline, as it came
+                    write_all(dst, buf.rest())  # a last line without its newline, as it came
         finally:
             on_end(broke)
             copier.drain()
 
     def downward(self, src: int, on_end: Callable[[bool], None]) -> None:
-        buf = b""
+        buf = Splitter()
         mid_line = False  # the line in progress was already passed on, in part
         broke = False
         try:
@@ -513,7 +531,7 @@ class FaultLines:
                     break
                 if not data:
                     break
-                if not self.faults.held and not buf:
+                if not self.faults.held and not buf.parts:
                     self.to_client(data)  # nothing to hold: as the plain pump does
                     mid_line = not data.endswith(b"\n")
                     continue
@@ -522,10 +540,8 @@ class FaultLines:
                     head, data = (data, b"") if end < 0 else (data[: end + 1], data[end + 1 :])
                     self.to_client(head)
                     mid_line = end < 0
-                buf += data
-                *lines, buf = buf.split(b"\n")
                 passed = []
-                for line in lines:
+                for line in buf.lines(data) if data else ():
                     what = self.faults.server_line(line) if self.faults.held else None
                     if what is None:
                         passed.append(line + b"\n")
@@ -540,9 +556,9 @@ class FaultLines:
         except OSError:
             broke = True
         finally:
-            if buf and not broke:
+            if buf.parts and not broke:
                 with contextlib.suppress(OSError):
-                    self.to_client(buf)
+                    self.to_client(buf.rest())
             for timer in self.timers:
                 timer.join()  # delayed answers go out before the client sees the end
             on_end(broke)

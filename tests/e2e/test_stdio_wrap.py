@@ -481,3 +481,12 @@ def test_a_signal_after_the_server_exited_ends_the_wait_for_its_stdout(tmp_path:
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=3) == 3
     assert records(tmp_path)[-1]["notes"][0] == "server_exited:code=3"
+
+
+def test_with_fault_rules_that_do_not_act_the_bytes_are_still_identical(tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    argv = wrap(tmp_path / "rec", sys.executable, str(SCRIPTED), "echo", str(copy))
+    argv[2:2] = ["--fault", "tool_error=x tool=no-such-tool"]
+    done = subprocess.run(argv, input=PAYLOAD, capture_output=True, timeout=120)
+    assert done.returncode == 0
+    assert done.stdout == PAYLOAD and copy.read_bytes() == PAYLOAD

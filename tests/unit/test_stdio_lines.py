@@ -111,3 +111,16 @@ def test_the_last_flush_gives_up_on_a_recorder_that_stopped_reading() -> None:
     assert not copier.backlog and copier.dropped_lines > 0
     mine.close()
     theirs.close()
+
+
+def test_the_fault_pumps_splitter() -> None:
+    from mcp_layers_stdio import Splitter
+
+    s = Splitter()
+    assert s.lines(b'{"a"') == [] and s.lines(b":1}") == []
+    assert s.lines(b"\n\nb\nc") == [b'{"a":1}', b"", b"b"]
+    assert s.rest() == b"c"
+    big = b"x" * 100_000
+    for i in range(0, len(big), 1000):
+        assert s.lines(big[i : i + 1000]) == []
+    assert s.lines(b"\n") == [b"c" + big] and s.rest() == b"" and not s.parts
