@@ -249,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="runs at a time, each in its own namespace (default 1: timings stay quiet)",
     )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="OUT",
+        help="run each client against `mcp-layers replay` of its recording in the earlier "
+        "lab output OUT instead of the live server and fault (docs/replay.md)",
+    )
     parser.add_argument("--list", action="store_true", help="list clients and faults")
     args = parser.parse_args(argv)
 
@@ -285,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             args.timeout,
             addon=args.addon,
             jobs=max(1, args.jobs),
+            replay=args.replay,
         )
     except (LabError, clients_mod.InstallError) as exc:
         print(f"lab: {exc}", file=sys.stderr)
@@ -295,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(isolation)
     if args.addon is not None:
         env["addon"] = f"{args.addon} (not the repository's)"
+    if args.replay is not None:
+        env["MCP server"] = f"mcp-layers replay of the recordings in {args.replay}"
     (out_dir / ENVIRONMENT).write_text(json.dumps(env, indent=2) + "\n")
     print(f"{len(results)} runs in {time.monotonic() - began:.0f} s")
     publish = args.publish or ((_home() / "MATRIX.md") if args.all else None)

@@ -274,7 +274,8 @@ def build_cell(run: RunResult) -> Cell:
     cell.printed = printed_verdicts(run_dir / "client.out")
     if not cell.agrees:
         cell.notes.append("the client printed other results than the model received")
-    if fault.name != "none" and cell.fired == 0:
+    # A replayed run has no fault of its own: its recording holds what the fault did.
+    if fault.name != "none" and cell.fired == 0 and run.replayed is None:
         cell.inapplicable = inapplicable(fault, records)
         if cell.inapplicable is None:
             cell.notes.append("the fault never fired")

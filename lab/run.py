@@ -53,6 +53,8 @@ SETTLE_S: Final = 0.5
 WORKER_OVERHEAD_S: Final = 120.0
 KILL_GRACE_S: Final = 5.0
 RUN_FILE: Final = "run.json"
+#: What makes a run replayable (docs/replay.md).
+RECORD_BODIES: Final = "mcp_record_bodies=true"
 MODEL_LOG: Final = "model.log"
 
 
@@ -72,6 +74,8 @@ class RunSpec:
     strace: str | None
     timeout_s: float = CLIENT_TIMEOUT_S
     addon: str | None = None  #: another build of the addon script (default: the repo's)
+    #: A recording to serve with `mcp-layers replay` instead of the live server and fault.
+    replay: str | None = None
 
     @property
     def scenario(self) -> str:
@@ -99,6 +103,8 @@ class RunResult:
     addon_errors: list[str] = field(default_factory=list)
     error: str | None = None  #: the harness failed (the run says nothing about the client)
     started: str = ""
+    #: The recording this run was served from by `mcp-layers replay` (no fault of its own).
+    replayed: str | None = None
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
@@ -254,6 +260,26 @@ def run_client(
                 proc.wait(timeout=KILL_GRACE_S)
 
 
+def start_replay(recording: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """`mcp-layers replay RECORDING` on `port`, waited for (stopped again on failure)."""
+    cmd = [sys.executable, "-m", "mcp_layers_analysis.replay", str(recording)]
+    proc = procs.start([*cmd, "--port", str(port), "--strict"], log)
+    try:
+        procs.wait_for_port(port, proc, what="the replay", log=log)
+    except BaseException:
+        procs.stop(proc)
+        raise
+    return proc
+
+
+def recording_of(run_dir: Path) -> Path:
+    """The one recording a lab run wrote."""
+    found = sorted(run_dir.glob("mcp-*.jsonl"))
+    if len(found) != 1:
+        raise LabError(f"{run_dir} holds {len(found)} recordings, not one: cannot replay it")
+    return found[0]
+
+
 def run_one(spec: RunSpec) -> RunResult:
     """One client × fault × script, start to finish; every process is stopped at the end."""
     client = clients_mod.client(spec.client)
@@ -270,6 +296,7 @@ def run_one(spec: RunSpec) -> RunResult:
         netns=spec.netns,
         strace=spec.strace is not None,
         started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        replayed=spec.replay,
     )
     scratch = Path(tempfile.mkdtemp(prefix="mcp-lab-"))
     server = proxy = None
@@ -278,7 +305,10 @@ def run_one(spec: RunSpec) -> RunResult:
         server_port, proxy_port = procs.free_port(), procs.free_port()
         # Resumable (docs/lab.md): every SSE event carries an id, a POST's stream opens
         # with `retry:`, and a cut stream can be resumed with `Last-Event-ID`.
-        server = procs.start_server(server_port, run_dir / "server.log", resumable=True)
+        if spec.replay is None:
+            server = procs.start_server(server_port, run_dir / "server.log", resumable=True)
+        else:
+            server = start_replay(Path(spec.replay), server_port, run_dir / "replay.log")
         fake = FakeModel(spec.script, run_dir / MODEL_LOG, hold_s=fault.model_hold_s).start()
         proxy = procs.start_mitmdump(
             server_port,
@@ -287,7 +317,9 @@ def run_one(spec: RunSpec) -> RunResult:
             addon=Path(spec.addon) if spec.addon else procs.ADDON,
             record_dir=run_dir,
             scenario=spec.scenario,
-            extra_sets=fault.sets(),
+            # Bodies always, so that every run can be replayed (`--replay`); a replayed
+            # run has no fault of its own: the recording holds what the fault did.
+            extra_sets=[*(fault.sets() if spec.replay is None else ()), RECORD_BODIES],
         )
         setup = clients_mod.Setup(
             home=scratch / "home",
@@ -393,8 +425,11 @@ def run_lab(
     log: Callable[[str], None] = print,
     addon: Path | None = None,
     jobs: int = 1,
+    replay: Path | None = None,
 ) -> list[RunResult]:
-    """Every run of ``plan`` into ``out_dir/runs/<client>/<scenario>/``, ``jobs`` at a time."""
+    """Every run of ``plan`` into ``out_dir/runs/<client>/<scenario>/``, ``jobs`` at a time;
+    with ``replay`` (an earlier lab output folder), each against the replay of its
+    recording there instead of the live server and fault."""
     netns, strace = resolve_isolation(isolation, plan)
     log(
         f"isolation: {'network namespace' if netns else 'none'}; "
@@ -404,6 +439,11 @@ def run_lab(
     specs = []
     for c, f, s in plan.runs():
         run_dir = out_dir / "runs" / c / scenario_name(f, s)
+        recorded = (
+            None
+            if replay is None
+            else recording_of(replay / "runs" / c / scenario_name(f, s)).resolve()
+        )
         if run_dir.exists():
             shutil.rmtree(run_dir)
         run_dir.mkdir(parents=True)
@@ -419,6 +459,7 @@ def run_lab(
                 strace,
                 timeout_s,
                 str(addon) if addon else None,
+                None if recorded is None else str(recorded),
             )
         )
 

@@ -50,7 +50,17 @@ def replay(
 ) -> None:
     """Serve RECORDING's server side (made with `--set mcp_record_bodies=true`) on
     http://HOST:PORT/mcp until interrupted: statuses, Retry-After, SSE events at their
-    recorded pace, cut and reset streams, dropped connections, sessions that expire."""
+    recorded pace, cut and reset streams, dropped connections, sessions that expire.
+
+    The n-th request of a method and params (without `_meta`) gets the n-th recorded
+    answer, its id rewritten; a request the recording does not hold gets a JSON-RPC error
+    naming the nearest recorded one. Misses are listed at exit (docs/replay.md).
+
+    \b
+    Example:
+        mcp-layers replay recordings/mcp-20261202T101500Z.jsonl --port 9000
+        mcp-layers replay bug.jsonl --session s-0fe52def1b --speed 10 --strict
+    """
     try:
         script = build(read(recordings), session)
     except (ScriptError, InputError) as exc:

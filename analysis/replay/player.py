@@ -83,6 +83,9 @@ class Player:
     #: that every later request gets that same answer.
     _expired: dict[str, Exchange | None] = field(default_factory=dict)
     _counts: dict[tuple[Scope, Any], int] = field(default_factory=dict)
+    #: Per session: the answers (as SSE events) a resumed GET owes, their POST streams
+    #: having been cut before them, as recorded.
+    _owed: dict[str | None, list[bytes]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def post(self, session_header: str | None, body: bytes) -> Reply:
@@ -90,16 +93,22 @@ class Player:
         with self._lock:
             return self._post(session_header, body)
 
-    def get(self, session_header: str | None) -> Reply:
+    def get(self, session_header: str | None, last_event_id: str | None = None) -> Reply:
+        """A GET: the next recorded standby stream, or, with `Last-Event-ID`, the next
+        recorded resumption, carrying the answers whose own streams were cut."""
         with self._lock:
             scope = self._scope(session_header)
             if isinstance(scope, Reply):
                 return scope
-            n = self._next((scope, "GET"))
-            streams = self.script.streams.get(scope, [])
+            resumes = last_event_id is not None
+            n = self._next((scope, "GET resume" if resumes else "GET"))
+            streams = [s for s in self.script.streams.get(scope, []) if s.resumes == resumes]
+            owed = self._owed.pop(session_header, []) if resumes else []
             if n > len(streams):
+                if owed:  # resumed more often than recorded: still deliver what is owed
+                    return self._stream(Stream(200, 0.0, StreamEnd.COMPLETE, False), owed)
                 return Reply(405, (("allow", "POST, DELETE"),))
-            return self._stream(streams[n - 1])
+            return self._stream(streams[n - 1], owed)
 
     def alive(self, session_header: str | None) -> bool:
         """Is the session a held GET stream belongs to still open?"""
@@ -203,6 +212,11 @@ class Player:
             headers.append(("mcp-session-id", session_header))
         if a.retry_after_ms is not None:
             headers.append(("retry-after", str(max(0, round(a.retry_after_ms / 1000)))))
+        if a.resumed and a.body is not None:
+            self._owed.setdefault(session_header, []).append(
+                _event_bytes(Event(0.0, f"resumed-{a.rpc_id}", None, None, a.body, True),
+                             a.rpc_id, live)
+            )  # fmt: skip
         if a.is_sse:
             headers.append(("content-type", "text/event-stream"))
             headers.append(("cache-control", "no-cache"))
@@ -221,12 +235,12 @@ class Player:
     def _events(self, a: Answer, live: dict[str, Any]) -> list[tuple[float, bytes]]:
         if a.events:
             return [(self._scaled(e.ms), _event_bytes(e, a.rpc_id, live)) for e in a.events]
-        if a.sse_final and a.body is not None:  # a record without events: the answer alone
+        if a.sse_final and a.body is not None and not a.resumed:  # no events kept: the answer
             only = Event(a.duration_ms, None, None, a.retry_ms, a.body, True)
             return [(self._scaled(a.duration_ms), _event_bytes(only, a.rpc_id, live))]
         return []
 
-    def _stream(self, s: Stream) -> Reply:
+    def _stream(self, s: Stream, owed: list[bytes] | None = None) -> Reply:
         if s.status is None:
             return Reply(None)
         if not 200 <= s.status < 300:
@@ -235,7 +249,7 @@ class Player:
         return Reply(
             s.status,
             headers,
-            sse=(),
+            sse=tuple((0.0, event) for event in owed or ()),
             end=s.end or StreamEnd.COMPLETE,
             hold_s=None if s.held else self._scaled(s.duration_ms),
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from mcp_layers_core.record import Kind, StreamEnd, is_issued_session
@@ -94,6 +95,9 @@ class Answer:
     #: `bodies` held them; older ones replay the answer alone, as one event).
     headers_ms: float | None = None
     events: tuple[Event, ...] = ()
+    #: The answer did not come on the request's own stream but on a later GET that
+    #: resumed it (`Last-Event-ID`): served there.
+    resumed: bool = False
 
     @property
     def is_sse(self) -> bool:
@@ -123,6 +127,8 @@ class Stream:
     #: no reset): replayed the same way, not for the recorded duration, which was the
     #: client's doing and differs from run to run.
     held: bool = True
+    #: The GET carried `Last-Event-ID`: a client resuming a cut stream.
+    resumes: bool = False
 
 
 #: A scope: None for requests without a session header, else a recorded session.
@@ -204,6 +210,7 @@ def _answer(record: dict[str, Any], bodies: dict[str, Any]) -> Answer:
         rpc_id=(record.get("jsonrpc") or {}).get("id"),
         headers_ms=bodies.get("headersMs"),
         events=_events(bodies),
+        resumed=bool(sse.get("resumed")),
     )
 
 
@@ -221,6 +228,8 @@ def build(records: list[tuple[str, dict[str, Any]]], session: str | None = None)
     """
     script = Script()
     with_bodies = 0
+    gets: list[dict[str, Any]] = []
+    ended: dict[str, float] = {}  # session -> when it ended (s since the epoch)
     for where, record in records:
         rec_session = record.get("session")
         if (
@@ -237,17 +246,11 @@ def build(records: list[tuple[str, dict[str, Any]]], session: str | None = None)
             with_bodies += 1
         kind = record.get("kind")
         if kind == Kind.STREAM:
-            end = _stream_end(record)
-            script.streams[_scope(record)].append(
-                Stream(
-                    _last_status(record),
-                    float(record.get("durationMs") or 0.0),
-                    end,
-                    held=record.get("injected") is None and end is not StreamEnd.ERROR,
-                )
-            )
+            gets.append(record)
             continue
         if kind == Kind.SESSION_END:
+            if isinstance(rec_session, str):
+                ended[rec_session] = _at(record)
             status = _last_status(record)
             if (
                 status is not None
@@ -277,6 +280,10 @@ def build(records: list[tuple[str, dict[str, Any]]], session: str | None = None)
         )
         script.exchanges[_scope(record)][exchange.key].append(exchange)
         script.count += 1
+    # GET streams are written when they end: in the order they were opened, they are the
+    # n-th GET of their scope.
+    for record in sorted(gets, key=_at):
+        script.streams[_scope(record)].append(_stream(record, ended))
     if session is not None and session not in script.sessions:
         known = ", ".join(script.sessions[:20]) or "none"
         raise ScriptError(f"no session {session!r} in the recording; its sessions: {known}")
@@ -297,3 +304,30 @@ _ENDS: Final = frozenset(e.value for e in StreamEnd)
 
 def _stream_end(record: dict[str, Any]) -> StreamEnd | None:
     return _end((record.get("sse") or {}).get("end"))
+
+
+#: How close to its session's end a stream must end to have been ended by it.
+SAME_END_S: Final = 0.25
+
+
+def _at(record: dict[str, Any]) -> float:
+    """When the record's exchange began, in seconds since the epoch (0 if unreadable)."""
+    try:
+        return datetime.fromisoformat(str(record.get("ts"))).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _stream(record: dict[str, Any], ended: dict[str, float]) -> Stream:
+    """A recorded GET, and whether the replay holds it open (see `Stream.held`): a fault
+    cut it (not held: cut again after its duration); it ended in an error (the client
+    left or the proxy stopped: held); it ended cleanly with its session (held until the
+    session ends); or the server ended it cleanly before that (not held)."""
+    end = _stream_end(record)
+    duration = float(record.get("durationMs") or 0.0)
+    session = record.get("session")
+    closed_at = _at(record) + duration / 1000.0
+    with_session = isinstance(session, str) and closed_at >= ended.get(session, 1e18) - SAME_END_S
+    held = record.get("injected") is None and (end is StreamEnd.ERROR or with_session)
+    resumes = bool((record.get("sse") or {}).get("resumed"))
+    return Stream(_last_status(record), duration, end, held=held, resumes=resumes)

@@ -59,7 +59,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         session = self.headers.get(SESSION_HEADER)
-        self._send(self.server.player.get(session), time.monotonic(), session)
+        last = self.headers.get("last-event-id")
+        self._send(self.server.player.get(session, last), time.monotonic(), session)
 
     def do_DELETE(self) -> None:
         self._send(self.server.player.delete(self.headers.get(SESSION_HEADER)), time.monotonic())

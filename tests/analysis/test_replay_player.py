@@ -170,16 +170,47 @@ def test_a_recorded_drop_and_a_cut_stream() -> None:
     assert reply.status == 200 and reply.sse == () and reply.end is StreamEnd.ERROR
 
 
-def test_get_streams_replay_in_order_then_405() -> None:
-    stream = new_record(kind="stream", session=SESSION, httpStatuses=[200],
-                        requestHeaders=HEADERS_IN_SESSION, durationMs=50.0,
-                        sse={"events": 0, "final": False, "end": "complete", "resumed": False})  # fmt: skip
-    p = player(opened(), stream)
+def stream(ts: str, end: str, duration_ms: float = 50.0, **more: Any) -> dict[str, Any]:
+    return new_record(kind="stream", session=SESSION, httpStatuses=[200], ts=ts,
+                      requestHeaders=HEADERS_IN_SESSION, durationMs=duration_ms,
+                      sse={"events": 0, "final": False, "end": end, "resumed": False}, **more)  # fmt: skip
+
+
+def test_get_streams_replay_in_the_order_opened_and_hold_as_the_server_held_them() -> None:
+    injected = {"rule": "middlebox.idle_cut", "action": "idle_cut"}
+    deleted = new_record(kind="session_end", session=SESSION, httpStatuses=[200],
+                         ts="2026-12-02T10:00:09.000Z", durationMs=1.0)  # fmt: skip
+    p = player(
+        opened(),
+        # Written when they ended, not in the order they were opened.
+        stream("2026-12-02T10:00:05.000Z", "complete", 4000.0),  # ended with the session
+        stream("2026-12-02T10:00:01.000Z", "error"),  # the client left
+        stream("2026-12-02T10:00:02.000Z", "complete", 1000.0),  # the server closed it
+        stream("2026-12-02T10:00:04.000Z", "error", 300.0, injected=injected),  # a fault
+        deleted,
+    )
     s = session_of(p)
-    held = p.get(s)
-    assert held.status == 200 and held.hold_s is None  # open until the client leaves
-    assert p.get(s).status == 405
+    replies = [p.get(s) for _ in range(5)]
+    assert [r.status for r in replies] == [200, 200, 200, 200, 405]
+    assert [r.hold_s for r in replies[:4]] == [None, 1.0, 0.3, None]
+    assert replies[2].end is StreamEnd.ERROR
     assert p.delete(s).status == 200 and not p.alive(s)
+
+
+def test_a_resumed_get_carries_the_answer_its_cut_stream_owed() -> None:
+    cut = rec(Kind.REQUEST, call(3), ok(3), content_type="text/event-stream",
+              sse={"events": 1, "final": True, "end": "error", "resumed": True})  # fmt: skip
+    resumed = stream("2026-12-02T10:00:01.000Z", "complete")
+    resumed["sse"]["resumed"] = True
+    p = player(opened(), cut, resumed)
+    s = session_of(p)
+    post = p.post(s, json.dumps(call(41)).encode())
+    assert post.sse == () and post.end is StreamEnd.ERROR  # cut before its answer
+    assert p.get(s).status == 405  # no standby stream was recorded
+    again = p.get(s, last_event_id="e1")
+    assert again.status == 200 and again.sse is not None
+    ((_, event),) = again.sse
+    assert b'"id":41' in event
 
 
 def test_a_recording_without_bodies_is_refused_with_the_option_to_set() -> None:

@@ -29,6 +29,7 @@ from mcp_layers_demo.__main__ import ts_client
 from mcp_layers_demo.client import run_calls
 from mcp_layers_support.harness import (
     JSON_STATEFUL,
+    SSE_RESUMABLE,
     SSE_STATEFUL,
     Proxy,
     Server,
@@ -122,7 +123,9 @@ FAULTS = (
 @pytest.mark.parametrize(
     ("mode", "fault"),
     [(SSE_STATEFUL, f) for f in FAULTS]
-    + [(JSON_STATEFUL, f) for f in ("errors.http_status_sequence", "errors.session_expired")],
+    + [(JSON_STATEFUL, f) for f in ("errors.http_status_sequence", "errors.session_expired")]
+    # The answer of a cut stream comes on a GET that resumes it (`Last-Event-ID`).
+    + [(SSE_RESUMABLE, "errors.stream_cut")],
     ids=lambda v: v.name if isinstance(v, ServerMode) else v,
 )
 def test_the_python_sdk_client_meets_the_same_server_again(
@@ -133,6 +136,8 @@ def test_the_python_sdk_client_meets_the_same_server_again(
     )
     assert any(r["injected"] for r in first), "the fault never fired: nothing was proved"
     assert not any(r["injected"] for r in second)  # the replay, not a fault, did it
+    if mode is SSE_RESUMABLE:
+        assert any((r["sse"] or {}).get("resumed") for r in first + second if r["method"])
     assert exchanges(second) == exchanges(first)
     assert stream_statuses(second) == stream_statuses(first)
     assert second_said == first_said

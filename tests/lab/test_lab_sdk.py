@@ -197,3 +197,23 @@ def test_matrix_markdown_and_rebuild(lab: tuple[Path, list[RunResult]]) -> None:
     assert lab_main(["--rebuild", str(out)]) == 0
     assert (out / "MATRIX.md").read_text() == text
     assert len(load_results(out)) == len(lab[1])
+
+
+def test_the_matrix_rebuilt_from_replayed_recordings_is_the_same(
+    lab: tuple[Path, list[RunResult]], tmp_path: Path
+) -> None:
+    """`--replay`: every run again, each against `mcp-layers replay` of its recording
+    (no live server, no fault): the same cells, and the replay served every request."""
+    out, first = lab
+    again = run_lab(
+        Plan(CLIENTS, FAULTS, SCRIPTS), tmp_path, out / "cache", "auto", 90.0,
+        log=lambda _line: None, replay=out,
+    )  # fmt: skip
+    assert [r.error for r in again] == [None] * len(first)
+    assert all(r.replayed for r in again) and not any(r.replayed for r in first)
+    for r in again:
+        assert "0 request(s) without an answer" in (Path(r.run_dir) / "replay.log").read_text()
+    env: dict[str, str] = {}
+    before = matrix.render([matrix.build_cell(r) for r in first], env, None)
+    after = matrix.render([matrix.build_cell(r) for r in again], env, None)
+    assert after == before
