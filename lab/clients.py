@@ -69,6 +69,11 @@ class Client:
     npm: str | None = None  #: the npm package, pinned to `version`
     #: the PyPI package, pinned to `version`, installed into a virtualenv of its own
     pypi: str | None = None
+    #: more pinned packages installed beside it (`name@1.2.3` for npm, `name==1.2.3` for
+    #: PyPI): a framework driven by a script of the lab's needs its providers and peers
+    extra: tuple[str, ...] = ()
+    #: how its telemetry is switched off, or why it has none (docs/lab.md, per client)
+    telemetry: str | None = None
     #: a third-party agent (big download; run only on demand, isolated from the network)
     agent: bool = True
     #: a folder whose node_modules may already hold the pinned package (saves a download)
@@ -437,6 +442,43 @@ def _ts_sdk(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
+def _node_driver(s: Setup, script: str) -> str:
+    """The lab's driver script for an npm framework, where its imports resolve.
+
+    Node resolves a bare import from the importing file's folder, not from the working
+    directory or NODE_PATH, so the script is copied into the run's HOME next to a
+    `node_modules` link to the pinned install.
+    """
+    assert s.prefix is not None
+    folder = s.home / "driver"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "node_modules"
+    if not link.is_symlink():
+        link.symlink_to(s.prefix / "node_modules", target_is_directory=True)
+    return str(shutil.copy(LAB / script, folder / script))
+
+
+def _vercel_ai(s: Setup) -> Launch:
+    node = shutil.which("node") or "node"
+    return Launch([node, _node_driver(s, "vercel_agent.mjs"), s.mcp_url, s.model_url, s.prompt])
+
+
+#: Ax speaks both protocol eras; the lab pins one per entry (LAB_AX_ERA, read by its
+#: drivers): `legacy` is 2025-11-25 with a session, so that session faults reach it.
+AX_ERA: Final = "legacy"
+
+
+def _ax_ts(s: Setup) -> Launch:
+    node = shutil.which("node") or "node"
+    argv = [node, _node_driver(s, "ax_agent.mjs"), s.mcp_url, s.model_url, s.prompt]
+    return Launch(argv, {"LAB_AX_ERA": AX_ERA})
+
+
+def _ax_py(s: Setup) -> Launch:
+    argv = [_venv_bin(s, "python"), str(LAB / "ax_agent.py"), s.mcp_url, s.model_url, s.prompt]
+    return Launch(argv, {"LAB_AX_ERA": AX_ERA})
+
+
 PY_SDK_VERSION: Final = "2.3.0"
 TS_SDK_VERSION: Final = "1.32.2"
 
@@ -519,6 +561,40 @@ CLIENTS: Final[tuple[Client, ...]] = (
         # end-to-end tests install it there).
         reuse=TS_CLIENT_DIR,
     ),
+    # Agent frameworks with MCP transport code of their own (issue 31), each driven by a
+    # small script of the lab's (lab/*_agent.*) through its own agent loop.
+    Client(
+        "vercel-ai",
+        "6.0.326",
+        "ai-sdk-mcp-client@1.0.0",
+        "chat",
+        _vercel_ai,
+        npm="ai",
+        # ai@7 and @ai-sdk/mcp@2 need Node 22; these are the newest for Node 20.
+        extra=("@ai-sdk/mcp@1.0.102", "@ai-sdk/openai-compatible@2.0.92", "zod@4.1.12"),
+        telemetry="none to switch off: its OpenTelemetry spans are opt-in "
+        "(`experimental_telemetry`, not set) and the driver names its own provider, so the "
+        "AI Gateway (`@ai-sdk/gateway`) is never called",
+    ),
+    Client(
+        "ax-ts",
+        "24.0.21",
+        "AxMCPClient@1.0.0",
+        "chat",
+        _ax_ts,
+        npm="@ax-llm/ax",
+        telemetry="none to switch off: no usage reporting; its OpenTelemetry tracer and meter "
+        "are opt-in (none is given)",
+    ),
+    Client(
+        "ax-py",
+        "25.4.6",
+        "AxMCPClient@1.0.0",
+        "chat",
+        _ax_py,
+        pypi="axllm",
+        telemetry="none to switch off: standard library only, no usage reporting or tracer",
+    ),
 )
 
 BY_NAME: Final[dict[str, Client]] = {c.name: c for c in CLIENTS}
@@ -550,6 +626,21 @@ def _installed_version(prefix: Path, package: str) -> str | None:
     return version if isinstance(version, str) else None
 
 
+def _split_pin(pin: str, sep: str) -> tuple[str, str]:
+    """`@scope/name@1.2.3` → (`@scope/name`, `1.2.3`); `name==1.2.3` likewise with `==`."""
+    name, _, version = pin.rpartition(sep)
+    if not name or not version:
+        raise ValueError(f"{pin!r} is not pinned as name{sep}version")
+    return name, version
+
+
+def _npm_complete(c: Client, prefix: Path) -> bool:
+    """The prefix holds the pinned package and every pinned extra, each at its version."""
+    assert c.npm is not None
+    pins = [(c.npm, c.version), *(_split_pin(e, "@") for e in c.extra)]
+    return all(_installed_version(prefix, name) == version for name, version in pins)
+
+
 def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path | None:
     """Make sure the pinned client is there; the npm prefix it lives in (None for Python).
 
@@ -566,10 +657,10 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
                 f"install it with: pip install mcp=={c.version}"
             )
         return None
-    if c.reuse is not None and _installed_version(c.reuse, c.npm) == c.version:
+    if c.reuse is not None and _npm_complete(c, c.reuse):
         return c.reuse
     prefix = cache / c.label
-    if _installed_version(prefix, c.npm) == c.version:
+    if _npm_complete(c, prefix):
         return prefix
     npm = shutil.which("npm")
     if npm is None:
@@ -582,9 +673,10 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
         "npm_config_fund": "false",
         "npm_config_audit": "false",
     }
+    pins = [f"{c.npm}@{c.version}", *c.extra]
     try:
         done = subprocess.run(
-            [npm, "install", "--no-save", "--prefix", str(prefix), f"{c.npm}@{c.version}"],
+            [npm, "install", "--no-save", "--prefix", str(prefix), *pins],
             capture_output=True,
             text=True,
             timeout=NPM_TIMEOUT_S,
@@ -592,7 +684,7 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
         )
     except subprocess.TimeoutExpired as e:
         raise InstallError(f"{c.name}: npm install took over {NPM_TIMEOUT_S:.0f} s") from e
-    if done.returncode != 0 or _installed_version(prefix, c.npm) != c.version:
+    if done.returncode != 0 or not _npm_complete(c, prefix):
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-20:])
         raise InstallError(f"{c.name}: npm install failed ({done.returncode}):\n{tail}")
     return prefix
@@ -610,7 +702,8 @@ def _venv_version(prefix: Path, package: str) -> str | None:
 def _install_pypi(c: Client, package: str, cache: Path, log: Callable[[str], None]) -> Path:
     """A virtualenv of the client's own (its own MCP SDK, not this environment's)."""
     prefix = cache / c.label
-    if _venv_version(prefix, package) == c.version:
+    pins = [(package, c.version), *(_split_pin(e, "==") for e in c.extra)]
+    if all(_venv_version(prefix, name) == version for name, version in pins):
         return prefix
     # The interpreter this environment was made from (3.12 or later, as the project needs).
     base = getattr(sys, "_base_executable", None) or sys.executable
@@ -626,6 +719,7 @@ def _install_pypi(c: Client, package: str, cache: Path, log: Callable[[str], Non
                 "--quiet",
                 "--disable-pip-version-check",
                 f"{package}=={c.version}",
+                *c.extra,
             ],
         )
         for step in steps:
@@ -635,6 +729,7 @@ def _install_pypi(c: Client, package: str, cache: Path, log: Callable[[str], Non
                 raise InstallError(f"{c.name}: {' '.join(step[:4])} failed:\n{tail}")
     except subprocess.TimeoutExpired as e:
         raise InstallError(f"{c.name}: pip install took over {NPM_TIMEOUT_S:.0f} s") from e
-    if _venv_version(prefix, package) != c.version:
-        raise InstallError(f"{c.name}: {package} {c.version} is not in {prefix} after pip install")
+    for name, version in pins:
+        if _venv_version(prefix, name) != version:
+            raise InstallError(f"{c.name}: {name} {version} is not in {prefix} after pip install")
     return prefix

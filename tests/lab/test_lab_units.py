@@ -72,8 +72,15 @@ def test_client_entries_point_only_at_loopback(entry: clients.Client, tmp_path: 
             host = part.split("/")[0].split(":")[0].strip('"')
             # The opencode schema URL is a JSON-schema name, never fetched.
             assert host in ("127.0.0.1", "localhost") or part.startswith("opencode.ai/config"), part
-    # Qwen Code and Continue announce a fixed clientInfo version, not their own.
-    fixed = {"qwen-code": "0.0.1", "continue": "1.0.0"}
+    # Qwen Code, Continue and the frameworks' MCP clients announce a fixed clientInfo
+    # version, not their own.
+    fixed = {
+        "qwen-code": "0.0.1",
+        "continue": "1.0.0",
+        "vercel-ai": "1.0.0",
+        "ax-ts": "1.0.0",
+        "ax-py": "1.0.0",
+    }
     assert entry.client_info.endswith("@" + fixed.get(entry.name, entry.version))
     # No key of the caller's leaks in: the environment is built, not inherited.
     assert "ANTHROPIC_API_KEY" not in clients.base_env(home)

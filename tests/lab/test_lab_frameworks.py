@@ -1,0 +1,100 @@
+"""The agent frameworks in the lab (issue 31): each entry is complete, pinned and offline.
+
+A framework is driven by a script of the lab's (lab/*_agent.*) with the framework's own
+MCP client and agent loop, so its entry carries more than a CLI's: extra pinned packages
+(providers, peers), a driver file, and a note on its telemetry. These checks need no
+download; the end-to-end test at the bottom runs Ax for Python (standard library only,
+4 MB) when its virtualenv is already in the lab's cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from mcp_layers_lab import clients
+
+#: The frameworks added by issue 31, in the order they were added.
+FRAMEWORKS = ("vercel-ai", "ax-ts", "ax-py")
+EXACT = re.compile(r"\d+\.\d+\.\d+")
+
+
+def _setup(tmp_path: Path) -> clients.Setup:
+    home = tmp_path / "home"
+    home.mkdir()
+    prefix = tmp_path / "prefix"
+    (prefix / "node_modules").mkdir(parents=True)
+    return clients.Setup(
+        home=home,
+        work=tmp_path,
+        mcp_url="http://127.0.0.1:1111/mcp",
+        model_url="http://127.0.0.1:2222",
+        prefix=prefix,
+        logs=tmp_path,
+    )
+
+
+def test_the_frameworks_are_in_the_client_list() -> None:
+    names = [c.name for c in clients.CLIENTS]
+    assert set(FRAMEWORKS) <= set(names)
+    # --all runs every entry: all of them are agents (third-party code, isolated).
+    assert all(clients.client(n).agent for n in FRAMEWORKS)
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_a_framework_entry_is_pinned_and_says_how_its_telemetry_is_off(name: str) -> None:
+    c = clients.client(name)
+    assert EXACT.fullmatch(c.version), c.version
+    assert (c.npm is None) != (c.pypi is None), "one registry, npm or PyPI"
+    sep = "@" if c.npm else "=="
+    for pin in c.extra:
+        package, version = clients._split_pin(pin, sep)
+        assert package and EXACT.fullmatch(version), pin
+    assert c.telemetry and len(c.telemetry) > 20
+
+
+def test_a_pin_without_a_version_is_refused() -> None:
+    with pytest.raises(ValueError):
+        clients._split_pin("zod", "@")
+    assert clients._split_pin("@ai-sdk/mcp@1.0.102", "@") == ("@ai-sdk/mcp", "1.0.102")
+    assert clients._split_pin("langgraph==1.2.24", "==") == ("langgraph", "1.2.24")
+
+
+@pytest.mark.parametrize("name", FRAMEWORKS)
+def test_a_framework_launch_runs_its_driver_at_loopback(name: str, tmp_path: Path) -> None:
+    c = clients.client(name)
+    s = _setup(tmp_path)
+    launch = c.launch(s)
+    # The driver is the lab's own file, given both URLs and the prompt.
+    script = next(Path(a) for a in launch.argv if a.endswith((".mjs", ".py")))
+    assert script.is_file() and script.name.endswith("_agent" + script.suffix)
+    assert launch.argv[-3:] == [s.mcp_url, s.model_url, s.prompt]
+    if c.npm is not None:
+        # Copied where its bare imports resolve: beside a link to the pinned install.
+        assert script.parent / "node_modules" == s.home / "driver" / "node_modules"
+        assert (script.parent / "node_modules").resolve() == s.prefix / "node_modules"  # type: ignore[operator]
+    else:
+        assert launch.argv[0] == str(s.prefix / "bin" / "python")  # type: ignore[operator]
+    if name.startswith("ax-"):
+        # Pinned to the session era, so that session faults reach it.
+        assert launch.env["LAB_AX_ERA"] == "legacy"
+
+
+def test_an_npm_framework_is_complete_only_with_every_extra(tmp_path: Path) -> None:
+    c = clients.client("vercel-ai")
+    assert c.npm is not None and c.extra
+
+    def put(package: str, version: str) -> None:
+        folder = tmp_path / "node_modules" / package
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "package.json").write_text(json.dumps({"version": version}))
+
+    put(c.npm, c.version)
+    assert not clients._npm_complete(c, tmp_path)
+    for pin in c.extra:
+        put(*clients._split_pin(pin, "@"))
+    assert clients._npm_complete(c, tmp_path)
+    put(*clients._split_pin(c.extra[0], "@")[:1], "0.0.1")
+    assert not clients._npm_complete(c, tmp_path)
