@@ -316,7 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m mcp_layers_demo.server", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--port", type=int, required=True, help="TCP port (0: any free port)")
+    parser.add_argument("--port", type=int, help="TCP port (0: any free port)")
+    parser.add_argument(
+        "--stdio",
+        action="store_true",
+        help="serve the same tools over stdin/stdout (a server a client starts as a command)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument(
         "--json", action="store_true", help="answer application/json instead of SSE"
@@ -333,6 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     # purpose (they make the SSE stream), so the warning is noise here.
     warnings.simplefilter("ignore", MCPDeprecationWarning)
 
+    if args.stdio:
+        build_server().run("stdio")
+        return 0
+    if args.port is None:
+        parser.error("--port is required (or --stdio)")
     app, _log = build_app(args.json, args.stateless, args.host, args.resumable)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", lifespan="on")
     server = _Uvicorn(config)

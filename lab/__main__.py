@@ -256,6 +256,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run each client against `mcp-layers replay` of its recording in the earlier "
         "lab output OUT instead of the live server and fault (docs/replay.md)",
     )
+    parser.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="stdio: each client starts the bundled server as a command behind `mcp-layers "
+        "wrap` (clients and faults that support it; docs/stdio.md)",
+    )
     parser.add_argument("--list", action="store_true", help="list clients and faults")
     args = parser.parse_args(argv)
 
@@ -293,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             addon=args.addon,
             jobs=max(1, args.jobs),
             replay=args.replay,
+            stdio=args.transport == "stdio",
         )
     except (LabError, clients_mod.InstallError) as exc:
         print(f"lab: {exc}", file=sys.stderr)
@@ -303,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(isolation)
     if args.addon is not None:
         env["addon"] = f"{args.addon} (not the repository's)"
+    if args.transport == "stdio":
+        env["MCP server"] = "bundled demo server over stdio, behind mcp-layers wrap"
     if args.replay is not None:
         env["MCP server"] = f"mcp-layers replay of the recordings in {args.replay}"
     (out_dir / ENVIRONMENT).write_text(json.dumps(env, indent=2) + "\n")

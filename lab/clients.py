@@ -50,6 +50,9 @@ class Setup:
     prefix: Path | None  #: where the npm package is installed (node_modules inside)
     logs: Path  #: the run's folder, for extra logs the client can write
     prompt: str = PROMPT
+    #: A stdio run (`--transport stdio`): the server's command, the wrapper first; the
+    #: client starts it instead of connecting to `mcp_url`.
+    mcp_command: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ class Client:
     #: a DNS server (port 53) are then listed as known, not a broken run; any other outbound
     #: connect still is. The namespace stops the lookup either way.
     known_lookup: str | None = None
+    #: It can be configured with a server it starts as a command (`--transport stdio`).
+    stdio: bool = False
 
     @property
     def label(self) -> str:
@@ -145,9 +150,10 @@ def _write_json(path: Path, obj: object) -> Path:
 
 
 def _claude(s: Setup) -> Launch:
-    config = _write_json(
-        s.home / "mcp.json", {"mcpServers": {SERVER_NAME: {"type": "http", "url": s.mcp_url}}}
-    )
+    server: dict[str, object] = {"type": "http", "url": s.mcp_url}
+    if s.mcp_command:
+        server = {"type": "stdio", "command": s.mcp_command[0], "args": list(s.mcp_command[1:])}
+    config = _write_json(s.home / "mcp.json", {"mcpServers": {SERVER_NAME: server}})
     argv = [
         _bin(s, ".bin", "claude"),
         "-p",
@@ -173,7 +179,25 @@ def _claude(s: Setup) -> Launch:
         "ANTHROPIC_BASE_URL": s.model_url,
         "ANTHROPIC_API_KEY": DUMMY_KEY,
     }
+    if s.mcp_command:
+        # -p asks the model before a slow-starting stdio server is connected unless told
+        # to wait for it (the bundled server over stdio takes a second or two).
+        env["MCP_CONNECTION_NONBLOCKING"] = "0"
     return Launch(argv, env)
+
+
+def _codex_server(s: Setup) -> str:
+    """The `[mcp_servers.NAME]` table's body: a URL, or a command (TOML strings written as
+    JSON strings, whose escapes TOML's basic strings share)."""
+    if not s.mcp_command:
+        return f'url = "{s.mcp_url}"'
+    command, *args = s.mcp_command
+    # `required`: exec waits for the server's start (a Python server over stdio takes a
+    # second or two) instead of asking the model before its tools are known.
+    return (
+        f"command = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+        "required = true\nstartup_timeout_sec = 60"
+    )
 
 
 def _codex(s: Setup) -> Launch:
@@ -196,7 +220,7 @@ request_max_retries = 0
 stream_max_retries = 0
 
 [mcp_servers.{SERVER_NAME}]
-url = "{s.mcp_url}"
+{_codex_server(s)}
 
 [analytics]
 enabled = false
@@ -490,9 +514,16 @@ CLIENTS: Final[tuple[Client, ...]] = (
         "anthropic",
         _claude,
         npm="@anthropic-ai/claude-code",
+        stdio=True,
     ),
     Client(
-        "codex", "0.171.0", "codex-mcp-client@0.171.0", "responses", _codex, npm="@openai/codex"
+        "codex",
+        "0.171.0",
+        "codex-mcp-client@0.171.0",
+        "responses",
+        _codex,
+        npm="@openai/codex",
+        stdio=True,
     ),
     Client(
         "gemini-cli",

@@ -76,6 +76,8 @@ class RunSpec:
     addon: str | None = None  #: another build of the addon script (default: the repo's)
     #: A recording to serve with `mcp-layers replay` instead of the live server and fault.
     replay: str | None = None
+    #: The client starts the bundled server as a command, behind `mcp-layers wrap`.
+    stdio: bool = False
 
     @property
     def scenario(self) -> str:
@@ -272,6 +274,21 @@ def start_replay(recording: Path, port: int, log: Path) -> subprocess.Popen[byte
     return proc
 
 
+#: The lab's faults that `mcp-layers wrap` can act on over stdio (the others are HTTP's).
+STDIO_FAULTS: Final = frozenset({"none", "jsonrpc_error", "tool_error"})
+
+
+def wrapped_server(run_dir: Path, scenario: str, fault: presets.Fault) -> tuple[str, ...]:
+    """The bundled server over stdio behind `mcp-layers wrap`, recording into `run_dir`
+    with `fault`'s rules (the wrapper's options: `--faults PRESET`, `--fault RULE`)."""
+    wrap = [str(Path(sys.executable).with_name("mcp-layers")), "wrap"]
+    wrap += ["--record-dir", str(run_dir), "--scenario", scenario, "--name", "lab"]
+    for setting in fault.sets():
+        name, value = setting.split("=", 1)
+        wrap += ["--faults" if name == "mcp_faults" else "--fault", value]
+    return (*wrap, "--", sys.executable, "-m", "mcp_layers_demo.server", "--stdio")
+
+
 def recording_of(run_dir: Path) -> Path:
     """The one recording a lab run wrote."""
     found = sorted(run_dir.glob("mcp-*.jsonl"))
@@ -303,24 +320,29 @@ def run_one(spec: RunSpec) -> RunResult:
     fake: FakeModel | None = None
     try:
         server_port, proxy_port = procs.free_port(), procs.free_port()
-        # Resumable (docs/lab.md): every SSE event carries an id, a POST's stream opens
-        # with `retry:`, and a cut stream can be resumed with `Last-Event-ID`.
-        if spec.replay is None:
-            server = procs.start_server(server_port, run_dir / "server.log", resumable=True)
-        else:
-            server = start_replay(Path(spec.replay), server_port, run_dir / "replay.log")
         fake = FakeModel(spec.script, run_dir / MODEL_LOG, hold_s=fault.model_hold_s).start()
-        proxy = procs.start_mitmdump(
-            server_port,
-            proxy_port,
-            run_dir / "mitmdump.log",
-            addon=Path(spec.addon) if spec.addon else procs.ADDON,
-            record_dir=run_dir,
-            scenario=spec.scenario,
-            # Bodies always, so that every run can be replayed (`--replay`); a replayed
-            # run has no fault of its own: the recording holds what the fault did.
-            extra_sets=[*(fault.sets() if spec.replay is None else ()), RECORD_BODIES],
-        )
+        command: tuple[str, ...] = ()
+        if spec.stdio:
+            # The client starts the server itself, through the wrapper, which records.
+            command = wrapped_server(run_dir, spec.scenario, fault)
+        else:
+            # Resumable (docs/lab.md): every SSE event carries an id, a POST's stream
+            # opens with `retry:`, and a cut stream can be resumed with `Last-Event-ID`.
+            if spec.replay is None:
+                server = procs.start_server(server_port, run_dir / "server.log", resumable=True)
+            else:
+                server = start_replay(Path(spec.replay), server_port, run_dir / "replay.log")
+            proxy = procs.start_mitmdump(
+                server_port,
+                proxy_port,
+                run_dir / "mitmdump.log",
+                addon=Path(spec.addon) if spec.addon else procs.ADDON,
+                record_dir=run_dir,
+                scenario=spec.scenario,
+                # Bodies always, so that every run can be replayed (`--replay`); a replayed
+                # run has no fault of its own: the recording holds what the fault did.
+                extra_sets=[*(fault.sets() if spec.replay is None else ()), RECORD_BODIES],
+            )
         setup = clients_mod.Setup(
             home=scratch / "home",
             work=scratch / "work",
@@ -328,6 +350,7 @@ def run_one(spec: RunSpec) -> RunResult:
             model_url=fake.url,
             prefix=Path(spec.prefix) if spec.prefix else None,
             logs=run_dir,
+            mcp_command=command,
         )
         setup.home.mkdir()
         setup.work.mkdir()
@@ -426,10 +449,21 @@ def run_lab(
     addon: Path | None = None,
     jobs: int = 1,
     replay: Path | None = None,
+    stdio: bool = False,
 ) -> list[RunResult]:
     """Every run of ``plan`` into ``out_dir/runs/<client>/<scenario>/``, ``jobs`` at a time;
     with ``replay`` (an earlier lab output folder), each against the replay of its
     recording there instead of the live server and fault."""
+    if stdio:
+        refused = [c for c in plan.clients if not clients_mod.client(c).stdio]
+        refused += [f for f in plan.faults if f not in STDIO_FAULTS]
+        if refused or replay is not None:
+            able = ", ".join(c.name for c in clients_mod.CLIENTS if c.stdio)
+            raise LabError(
+                f"--transport stdio runs {able}"
+                f" with the faults {', '.join(sorted(STDIO_FAULTS))} (not --replay); "
+                f"not: {', '.join(refused) or '--replay'}"
+            )
     netns, strace = resolve_isolation(isolation, plan)
     log(
         f"isolation: {'network namespace' if netns else 'none'}; "
@@ -460,6 +494,7 @@ def run_lab(
                 timeout_s,
                 str(addon) if addon else None,
                 None if recorded is None else str(recorded),
+                stdio,
             )
         )
 
