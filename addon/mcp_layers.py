@@ -409,7 +409,7 @@ class Recorder:
             if raw is not None and len(raw) <= self._max_body:
                 body = content(raw, headers, self._max_body)
             size = len(raw) if raw is not None else 0
-            self.feed(PostReceived(flow_id, ts, server, peer, headers, body, size, session))
+            self.feed(PostReceived(flow_id, ts, server, peer, headers, body, size, session, path))
         else:
             self.feed(OtherRequest(flow_id, ts, method, server, peer, headers, session))
         comments = self.comments

@@ -134,6 +134,7 @@ def request(
         p.previous_session,
         _bodies(x, p) if settings.record_bodies else None,
         p.prompt,
+        p.model_call,
     )
 
 

@@ -46,6 +46,8 @@ class PostReceived:
     body: bytes | None  # None when over the body cap (`body_size` tells how large)
     body_size: int = 0
     query_session: str | None = None  # 2024-11-05: `session_id`/`sessionId` of the POST URL
+    #: The request's path and query (a model API is recognised by it; `model_api.py`).
+    path: str | None = None
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from typing import Any, Final, NamedTuple
 from .classify import Verdict
 from .decode import StreamDecoder
 from .lifecycle import Phase
+from .model_api import ModelCall
 from .notes import Note, NoteLog
 from .record import Kind, StreamEnd
 from .retries import NOT_A_RETRY, Attempt, RetryInfo
@@ -37,6 +38,8 @@ class PendingRequest:
     task: bool = False  # task-augmented (`params.task`, 2025-11-25)
     message: dict[str, Any] | None = None  # kept only with `record_bodies`
     answer: object = None  # likewise
+    #: The model's tool call this `tools/call` carries out, when the proxy saw it.
+    model_call: ModelCall | None = None
 
 
 class WireEvent(NamedTuple):

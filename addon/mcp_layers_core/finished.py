@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .classify import Verdict
+from .model_api import ModelCall
 from .notes import Note
 from .record import EndReason, Kind, StreamEnd
 from .retries import RetryInfo
@@ -88,6 +89,8 @@ class FinishedRequest(NamedTuple):
     #: With `record_bodies` only; redacted when the record is built.
     bodies: Bodies | None
     prompt: str | None
+    #: The model's tool call this `tools/call` carries out (`modelCall`), if seen.
+    model_call: ModelCall | None = None
 
 
 class FinishedMessage(NamedTuple):

@@ -56,6 +56,9 @@ class Kind(StrEnum):
     SESSION_END = "session_end"
     #: A GET event stream (standby or resumption), written when it ends.
     STREAM = "stream"
+    #: A model API request and its answer (Anthropic, OpenAI, Gemini), seen in the same
+    #: proxy as the MCP traffic: the other half of the agent's turn (docs/model-turns.md).
+    MODEL_TURN = "model_turn"
 
 
 class Layer(StrEnum):
@@ -197,10 +200,43 @@ class RetryOrigin(StrEnum):
     RESEND = "resend"
     REISSUE = "reissue"
     REINIT = "reinit"
+    #: Not the client's transport retry: the model asked for the call again, in a new
+    #: model turn (a `tools/call` joined to a tool call other than its predecessor's).
+    MODEL = "model"
 
 
 #: The origins that make an attempt a retry, in the order tables list them.
 RETRY_ORIGINS: Final = (RetryOrigin.RESEND, RetryOrigin.REISSUE, RetryOrigin.REINIT)
+
+
+class Provider(StrEnum):
+    """Who serves a model API, as the path and body shape say (`model_turn` records)."""
+
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+    GEMINI = "gemini"
+    #: The path promised a model API; the body was not its shape (a note says which).
+    UNKNOWN = "unknown"
+
+
+class ModelApi(StrEnum):
+    """Which model API a `model_turn` spoke."""
+
+    MESSAGES = "messages"
+    CHAT_COMPLETIONS = "chat_completions"
+    RESPONSES = "responses"
+    GENERATE_CONTENT = "generate_content"
+    UNKNOWN = "unknown"
+
+
+class ModelJoin(StrEnum):
+    """How a `tools/call` was joined to the model's tool call (`modelCall.join`)."""
+
+    #: The agent carried the model's tool call id (Claude Code
+    #: `_meta["claudecode/toolUseId"]`, Codex `_meta.callId`).
+    EXACT = "exact"
+    #: No id: the first not yet joined tool call of the same name and arguments hash.
+    INFERRED = "inferred"
 
 
 class ToolSafety(StrEnum):
@@ -300,6 +336,16 @@ class NoteCode(StrEnum):
     EPIPE_TO_SERVER = "epipe_to_server"
     OBSERVER_DROPPED = "observer_dropped"
     OBSERVER_SKIPPED = "observer_skipped"
+    # model API exchanges (`model_turn` records; docs/model-turns.md).
+    MODEL_REQUEST_UNREAD = "model_request_unread"
+    MODEL_SHAPE_UNKNOWN = "model_shape_unknown"
+    MODEL_EVENT_NOT_JSON = "model_event_not_json"
+    MODEL_ANSWER_NOT_JSON = "model_answer_not_json"
+    MODEL_TOOL_CALLS_OVER_CAP = "model_tool_calls_over_cap"
+    MODEL_ARGS_OVER_CAP = "model_args_over_cap"
+    MODEL_STREAM_CUT = "model_stream_cut"
+    MODEL_FLOW_ERROR = "model_flow_error"
+    MODEL_RESULTS_WITHOUT_ID = "model_results_without_id"
 
 
 #: What each note means, with its detail (the Notes table of docs/record-format.md).
@@ -412,6 +458,23 @@ NOTE_MEANING: Final[dict[NoteCode, str]] = {
     NoteCode.OBSERVER_SKIPPED: "stdio: `:<bytes>` bytes passed on without a copy to the "
     "recorder (`splice`), while it was so far behind that copies were being dropped "
     "(`session_end`)",
+    NoteCode.MODEL_REQUEST_UNREAD: "`:<bytes>` a model request whose body could not be read "
+    "(over `mcp_max_body_kb`, or a coding the proxy does not inflate, such as zstd): the path "
+    "says which API; the tool results it carried are unknown",
+    NoteCode.MODEL_SHAPE_UNKNOWN: "`:<api>` a POST to a model API's path whose body is not that "
+    "API's shape: `provider` is `unknown`",
+    NoteCode.MODEL_EVENT_NOT_JSON: "an event of a model answer's stream was not a JSON object "
+    "(once per record)",
+    NoteCode.MODEL_ANSWER_NOT_JSON: "a model answer's body was not a JSON object",
+    NoteCode.MODEL_TOOL_CALLS_OVER_CAP: "the answer asked for more tool calls than a record lists "
+    "(64)",
+    NoteCode.MODEL_ARGS_OVER_CAP: "a tool call's arguments streamed past 1 MiB: hashed as far as "
+    "they came",
+    NoteCode.MODEL_STREAM_CUT: "a streamed model answer ended without its terminal event "
+    "(`complete` is false)",
+    NoteCode.MODEL_FLOW_ERROR: "`:<reason>` the model exchange broke (mitmproxy's reason)",
+    NoteCode.MODEL_RESULTS_WITHOUT_ID: "`:<n>` tool results the request carried without an id "
+    "(Gemini's Developer API often omits it): they are not in `toolResults`",
 }
 
 
@@ -897,6 +960,95 @@ FIELDS: Final[tuple[Field, ...]] = (
         "and any name ending in one: `accessToken`, `clientSecret`, `x-api-key`; not "
         "`progressToken`) blanked, member names and every string scrubbed of token shapes, "
         "strings cut to 2,000 characters",
+    ),
+    _later(
+        "modelTurn",
+        Obj(
+            (
+                _m("provider", Enum(Provider), False, "`anthropic`, `openai`, `gemini`, `unknown`"),
+                _m(
+                    "api",
+                    Enum(ModelApi),
+                    False,
+                    "`messages`, `chat_completions`, `responses`, `generate_content`, `unknown`",
+                ),
+                _m("model", Str(), True, "the model's name (the answer's, else the request's)"),
+                _m("streamed", Bool(), False, "the answer was asked for as a stream"),
+                _m(
+                    "ttftMs",
+                    Num(),
+                    True,
+                    "streamed: ms from the request to the first output (text or a tool call); "
+                    "null unstreamed or when none came",
+                ),
+                _m(
+                    "stopReason",
+                    Str(),
+                    True,
+                    "as the API says it (`tool_use`, `end_turn`, `tool_calls`, `stop`, "
+                    "`completed`, `STOP`, …); null when none came",
+                ),
+                _m(
+                    "complete",
+                    Bool(),
+                    False,
+                    "the answer's terminal event came (`message_stop`, `[DONE]`, "
+                    "`response.completed|failed|incomplete`, a Gemini `finishReason`) or its "
+                    "JSON body was read whole; false: cut midway (note `model_stream_cut`) "
+                    "or not read",
+                ),
+                _m("error", Str(), True, "the error type the answer carried, if any"),
+                _m(
+                    "toolCalls",
+                    ListOf(
+                        Obj(
+                            (
+                                _m("id", Str(), True, "the tool call id (`toolu_…`, `call_…`)"),
+                                _m(
+                                    "name",
+                                    Str(),
+                                    True,
+                                    "the name as the model spells it (Codex: `namespace.name`)",
+                                ),
+                                _m(
+                                    "argsHash",
+                                    Str(),
+                                    True,
+                                    "sha256 (20 hex) of the arguments' canonical JSON, the "
+                                    "same hash as a joined `tools/call`'s; never the arguments",
+                                ),
+                            )
+                        )
+                    ),
+                    False,
+                    "the tool calls the model asked for, in order",
+                ),
+                _m(
+                    "toolResults",
+                    ListOf(Str()),
+                    False,
+                    "ids of the tool results this request carried back for the first time "
+                    "(each request resends the history: a result counts on the first only)",
+                ),
+                _m("inputTokens", Int(), True, "as the API counted them, when given"),
+                _m("outputTokens", Int(), True, "as the API counted them, when given"),
+            )
+        ),
+        True,
+        "on `model_turn` records: what the model was asked and answered, never text, "
+        "arguments or keys (docs/model-turns.md)",
+    ),
+    _later(
+        "modelCall",
+        Obj(
+            (
+                _m("turn", Int(), False, "`id` of the `model_turn` record that asked for the call"),
+                _m("toolCallId", Str(), True, "the model's tool call id"),
+                _m("join", Enum(ModelJoin), False, "`exact` (by id) or `inferred`"),
+            )
+        ),
+        True,
+        "on a `tools/call` whose model turn the proxy saw: `{turn, toolCallId, join}`",
     ),
     Field("scenario", Str(), True, "`--set mcp_scenario=LABEL`"),
     Field(

@@ -138,6 +138,8 @@ def request_record(f: FinishedRequest, negotiation: bool | None = None) -> dict[
         previousSession=f.previous_session,
         negotiation=negotiation,
     )
+    if f.model_call is not None:
+        record["modelCall"] = f.model_call.record()
     if f.bodies is not None:
         record["bodies"] = _bodies(f.bodies)
     return record

@@ -28,6 +28,7 @@ Errors: `handle` raises `LocalUsageError` only when the caller breaks the event 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from . import conclude, pairing, streams
@@ -72,7 +73,9 @@ from .jsonrpc import (
     tool_of,
 )
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, Trigger, step
-from .record import EndReason, Kind, NoteCode, StreamEnd, ToolSafety
+from .model_api import read_request
+from .model_turns import ModelBook, ModelFlow
+from .record import EndReason, Kind, NoteCode, RetryOrigin, StreamEnd, ToolSafety
 from .records import record_of
 from .request_headers import accept_types, header_names
 from .retries import (
@@ -96,6 +99,9 @@ from .versions import (
     resumes_streams,
 )
 from .waiting import Unclaimed, WaitingRoom
+
+#: Joined `tools/call`s remembered for the model's retries (`Tracker._model_retry`).
+MAX_JOINED = 4096
 
 #: The events of a flow the tracker follows (the rest open an exchange, or none).
 FlowEvent = ResponseStarted | ResponseBody | StreamChunk | StreamEnded | FlowFailed
@@ -144,6 +150,11 @@ class Tracker:
         self._waiting = WaitingRoom(self._settings)
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
+        #: Model API exchanges in the same proxy, and the join (`model_turns.py`).
+        self.models = ModelBook(self._settings.max_event_bytes)
+        #: record id -> (model turn, tool call id) of recent joined `tools/call`s: a repeat
+        #: joined to another tool call is the model's decision, not a transport retry.
+        self._joined: OrderedDict[int, tuple[int, str | None]] = OrderedDict()
 
     @property
     def settings(self) -> Settings:
@@ -158,23 +169,30 @@ class Tracker:
         self.buffers.limit = value.max_buffered_bytes
         self._waiting.settings = value
         self._who.max_agents = value.max_sessions
+        self.models.max_event_bytes = value.max_event_bytes
 
     # -- queries the adapter needs ------------------------------------------------
 
     def is_tracked(self, flow: str) -> bool:
-        """Is this flow an MCP exchange still being recorded?"""
-        return flow in self._exchanges
+        """Is this flow an MCP (or model API) exchange still being recorded?"""
+        return flow in self._exchanges or flow in self.models.open
 
     def wants_stream(self, flow: str) -> bool:
         """Should the adapter feed this flow's body chunk by chunk (an SSE answer)?"""
         x = self._exchanges.get(flow)
-        return x is not None and x.stream is not None
+        if x is None:
+            m = self.models.open.get(flow)
+            return m is not None and m.decoder is not None
+        return x.stream is not None
 
     def wants_chunks(self, flow: str) -> bool:
         """Is there still anything to read in this flow's stream? (False: a stream shown
         not to be MCP, an undecodable one, or an exchange already written.)"""
         x = self._exchanges.get(flow)
-        return x is not None and x.stream is not None and x.stream.decoder.readable
+        if x is None:
+            m = self.models.open.get(flow)
+            return m is not None and m.decoder is not None and m.decoder.readable
+        return x.stream is not None and x.stream.decoder.readable
 
     def describe(self, flow: str) -> tuple[str, str | None, str | None] | None:
         """(session, client, protocol version) of a tracked flow, as its records show them."""
@@ -214,6 +232,8 @@ class Tracker:
                 out += self._other(event)
         elif (x := self._exchanges.get(event.flow)) is not None:
             out = self._flow_event(x, event)
+        elif (m := self.models.open.get(event.flow)) is not None:
+            out = self._model_event(m, event)
         else:
             out = []  # not MCP, or already written (an error hook after shutdown)
         if self.sessions.dropped:
@@ -259,7 +279,7 @@ class Tracker:
     def _post(self, ev: PostReceived) -> list[Emitted]:
         messages = post_messages(ev.body, self._settings.max_body_bytes)
         if messages is None:
-            return []
+            return self._model_post(ev) if ev.path is not None else []
         out = self._evict_if_full(ev.ts) if self._full() else []
         user_agent = ev.headers.get("user-agent")
         agent = (host(ev.peer), user_agent)
@@ -327,6 +347,7 @@ class Tracker:
             p.message = msg
         if p.method == "tools/call":
             p.safety = self.safety.safety(x.server, p.tool)
+            p.model_call = self.models.join(p.tool, params)
         if method == "initialize":
             p.previous_session = self.sessions.take_lost(self._identity(x))
         if method == "server/discover" or names_version_per_request(version):
@@ -342,8 +363,58 @@ class Tracker:
             session=SessionView(x.session.real, x.session.created, self._session_state),
             safety=p.safety or ToolSafety.UNKNOWN,
         )
+        if p.model_call is not None:
+            self._model_retry(p, p.model_call.turn, p.model_call.tool_call_id)
         x.requests.append(p)
         x.by_id[id_key(p.rpc_id)] = p
+
+    def _model_retry(self, p: PendingRequest, turn: int, call_id: str | None) -> None:
+        """A repeat of a `tools/call` carrying out another model tool call than its
+        predecessor did is the model asking again (`retryOrigin: model`), not a transport
+        retry: neither `Retry-After` nor the tool's safety is the client's to answer for."""
+        prev = self._joined.get(p.retry.retry_of) if p.retry.retry_of is not None else None
+        self._joined[p.record_id] = (turn, call_id)
+        if len(self._joined) > MAX_JOINED:
+            self._joined.popitem(last=False)
+        if prev is not None and prev != (turn, call_id):
+            p.retry = replace(p.retry, origin=RetryOrigin.MODEL, after_ms_honored=None, unsafe=None)
+
+    # -- model API exchanges (`model_turns.py`) ---------------------------------------
+
+    def _model_post(self, ev: PostReceived) -> list[Emitted]:
+        assert ev.path is not None
+        req = read_request(ev.path, ev.body, ev.body_size)
+        if req is None:
+            return []
+        pushed = self.models.start(
+            ev.flow,
+            self._take_record_id(),
+            ev.ts,
+            ev.server,
+            ev.headers.get("user-agent"),
+            req,
+        )
+        return [] if pushed is None else [self._model_record(pushed, ev.ts, None)]
+
+    def _model_event(self, m: ModelFlow, event: FlowEvent) -> list[Emitted]:
+        book = self.models
+        if isinstance(event, ResponseStarted):
+            book.headers(m, event.status, event.headers)
+            return []
+        if isinstance(event, StreamChunk):
+            book.chunk(m, event.data, event.ts)
+            return []
+        if isinstance(event, ResponseBody):
+            book.body(m, event.body, event.body_size, event.ts)
+            return [self._model_record(m, event.ts, None)]
+        if isinstance(event, StreamEnded):
+            return [self._model_record(m, event.ts, None)]
+        return [self._model_record(m, event.ts, event.reason)]
+
+    def _model_record(self, m: ModelFlow, ts: float, failed: str | None) -> Emitted:
+        record = self.models.finish(m, ts, failed=failed)
+        record["scenario"] = self._settings.scenario
+        return Emitted(record, m.flow)
 
     def _session_state(self, key: str) -> tuple[EndReason | None, bool] | None:
         found = self.sessions.find(key)
@@ -720,6 +791,9 @@ class Tracker:
         # Parked requests first: closing their GET stream below would otherwise call
         # them `answer_stream_closed`, when it is the proxy that stopped.
         out = self._finish_all_parked(ev.ts)
+        for m in list(self.models.open.values()):
+            m.notes.append(NoteCode.PROXY_SHUTDOWN.value)
+            out.append(self._model_record(m, ev.ts, None))
         for x in list(self._exchanges.values()):
             x.notes.add(NoteCode.PROXY_SHUTDOWN)
             if x.stream is not None:
