@@ -77,6 +77,8 @@ class Client:
     extra: tuple[str, ...] = ()
     #: how its telemetry is switched off, or why it has none (docs/lab.md, per client)
     telemetry: str | None = None
+    #: another entry whose install it runs (the same package, driven another way)
+    shares: str | None = None
     #: a third-party agent (big download; run only on demand, isolated from the network)
     agent: bool = True
     #: a folder whose node_modules may already hold the pinned package (saves a download)
@@ -91,6 +93,11 @@ class Client:
     @property
     def label(self) -> str:
         return f"{self.name}@{self.version}"
+
+    @property
+    def install_label(self) -> str:
+        """The cache folder's name: an entry that shares another's install uses its folder."""
+        return f"{self.shares or self.name}@{self.version}"
 
     @property
     def package(self) -> str:
@@ -488,19 +495,49 @@ def _vercel_ai(s: Setup) -> Launch:
 
 
 #: Ax speaks both protocol eras; the lab pins one per entry (LAB_AX_ERA, read by its
-#: drivers): `legacy` is 2025-11-25 with a session, so that session faults reach it.
+#: drivers): `legacy` is 2025-11-25 with a session, so that session faults reach it;
+#: `modern` is 2026-07-28, stateless (what Ax's `auto` picks against the lab's server).
 AX_ERA: Final = "legacy"
+AX_MODERN_ERA: Final = "modern"
 
 
-def _ax_ts(s: Setup) -> Launch:
+def _ax_ts(s: Setup, era: str = AX_ERA) -> Launch:
     node = shutil.which("node") or "node"
     argv = [node, _node_driver(s, "ax_agent.mjs"), s.mcp_url, s.model_url, s.prompt]
-    return Launch(argv, {"LAB_AX_ERA": AX_ERA})
+    return Launch(argv, {"LAB_AX_ERA": era})
 
 
-def _ax_py(s: Setup) -> Launch:
+def _ax_py(s: Setup, era: str = AX_ERA) -> Launch:
     argv = [_venv_bin(s, "python"), str(LAB / "ax_agent.py"), s.mcp_url, s.model_url, s.prompt]
-    return Launch(argv, {"LAB_AX_ERA": AX_ERA})
+    return Launch(argv, {"LAB_AX_ERA": era})
+
+
+def _ax_ts_modern(s: Setup) -> Launch:
+    return _ax_ts(s, AX_MODERN_ERA)
+
+
+def _ax_py_modern(s: Setup) -> Launch:
+    return _ax_py(s, AX_MODERN_ERA)
+
+
+def _langchain_mcp(s: Setup) -> Launch:
+    argv = [
+        _venv_bin(s, "python"),
+        str(LAB / "langgraph_agent.py"),
+        s.mcp_url,
+        s.model_url,
+        s.prompt,
+    ]
+    # LangSmith tracing is off unless asked for; said so anyway, for any default to come.
+    return Launch(argv, {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"})
+
+
+def _openai_agents_js(s: Setup) -> Launch:
+    node = shutil.which("node") or "node"
+    argv = [node, _node_driver(s, "openai_agents_agent.mjs"), s.mcp_url, s.model_url, s.prompt]
+    # Traces go to api.openai.com unless switched off (the driver also calls
+    # setTracingDisabled).
+    return Launch(argv, {"OPENAI_AGENTS_DISABLE_TRACING": "1"})
 
 
 PY_SDK_VERSION: Final = "2.3.0"
@@ -626,6 +663,55 @@ CLIENTS: Final[tuple[Client, ...]] = (
         pypi="axllm",
         telemetry="none to switch off: standard library only, no usage reporting or tracer",
     ),
+    # The same two in the stateless era (2026-07-28), from the same installs.
+    Client(
+        "ax-ts-modern",
+        "24.0.21",
+        "AxMCPClient@1.0.0",
+        "chat",
+        _ax_ts_modern,
+        npm="@ax-llm/ax",
+        shares="ax-ts",
+        telemetry="as ax-ts",
+    ),
+    Client(
+        "ax-py-modern",
+        "25.4.6",
+        "AxMCPClient@1.0.0",
+        "chat",
+        _ax_py_modern,
+        pypi="axllm",
+        shares="ax-py",
+        telemetry="as ax-py",
+    ),
+    # New SDK lines: the Python SDK 1.x under LangChain, the TypeScript SDK v2 under OpenAI's.
+    Client(
+        "langchain-mcp",
+        "0.3.2",
+        "mcp@0.1.0",
+        "chat",
+        _langchain_mcp,
+        pypi="langchain-mcp-adapters",
+        extra=("langgraph==1.2.24", "langchain-openai==1.7.4", "mcp==1.30.0", "httpx==0.29.0"),
+        telemetry="LangSmith tracing is opt-in; `LANGSMITH_TRACING=false` and "
+        "`LANGCHAIN_TRACING_V2=false` say so explicitly",
+    ),
+    Client(
+        "openai-agents-js",
+        "0.20.0",
+        # It sends the name of the server it was given (the driver's "echo") as its own.
+        "echo@1.0.0",
+        "chat",
+        _openai_agents_js,
+        npm="@openai/agents",
+        extra=(
+            "openai@7.59.0",
+            "@modelcontextprotocol/client@2.4.0",
+            "zod@4.1.12",
+        ),
+        telemetry="traces are exported to api.openai.com by default: "
+        "`OPENAI_AGENTS_DISABLE_TRACING=1` and `setTracingDisabled(true)` in the driver",
+    ),
 )
 
 BY_NAME: Final[dict[str, Client]] = {c.name: c for c in CLIENTS}
@@ -690,7 +776,7 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
         return None
     if c.reuse is not None and _npm_complete(c, c.reuse):
         return c.reuse
-    prefix = cache / c.label
+    prefix = cache / c.install_label
     if _npm_complete(c, prefix):
         return prefix
     npm = shutil.which("npm")
@@ -732,7 +818,7 @@ def _venv_version(prefix: Path, package: str) -> str | None:
 
 def _install_pypi(c: Client, package: str, cache: Path, log: Callable[[str], None]) -> Path:
     """A virtualenv of the client's own (its own MCP SDK, not this environment's)."""
-    prefix = cache / c.label
+    prefix = cache / c.install_label
     pins = [(package, c.version), *(_split_pin(e, "==") for e in c.extra)]
     if all(_venv_version(prefix, name) == version for name, version in pins):
         return prefix

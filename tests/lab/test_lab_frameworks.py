@@ -12,12 +12,21 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp_layers_lab import clients
 
 #: The frameworks added by issue 31, in the order they were added.
-FRAMEWORKS = ("vercel-ai", "ax-ts", "ax-py")
+FRAMEWORKS = (
+    "vercel-ai",
+    "ax-ts",
+    "ax-py",
+    "ax-ts-modern",
+    "ax-py-modern",
+    "langchain-mcp",
+    "openai-agents-js",
+)
 EXACT = re.compile(r"\d+\.\d+\.\d+")
 
 
@@ -52,7 +61,19 @@ def test_a_framework_entry_is_pinned_and_says_how_its_telemetry_is_off(name: str
     for pin in c.extra:
         package, version = clients._split_pin(pin, sep)
         assert package and EXACT.fullmatch(version), pin
-    assert c.telemetry and len(c.telemetry) > 20
+    if c.shares is not None:
+        # Another entry's install, driven another way: the same package and pins.
+        base = clients.client(c.shares)
+        assert (c.npm, c.pypi, c.version, c.extra) == (
+            base.npm,
+            base.pypi,
+            base.version,
+            base.extra,
+        )
+        assert c.install_label == base.install_label
+        assert c.telemetry == f"as {base.name}"
+    else:
+        assert c.telemetry and len(c.telemetry) > 20
 
 
 def test_a_pin_without_a_version_is_refused() -> None:
@@ -78,8 +99,14 @@ def test_a_framework_launch_runs_its_driver_at_loopback(name: str, tmp_path: Pat
     else:
         assert launch.argv[0] == str(s.prefix / "bin" / "python")  # type: ignore[operator]
     if name.startswith("ax-"):
-        # Pinned to the session era, so that session faults reach it.
-        assert launch.env["LAB_AX_ERA"] == "legacy"
+        # Pinned to an era: the session era, so that session faults reach it, or the
+        # stateless one (what Ax picks by itself against the lab's server).
+        assert launch.env["LAB_AX_ERA"] == ("modern" if name.endswith("-modern") else "legacy")
+    telemetry_env = {
+        "langchain-mcp": {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"},
+        "openai-agents-js": {"OPENAI_AGENTS_DISABLE_TRACING": "1"},
+    }
+    assert telemetry_env.get(name, {}).items() <= launch.env.items()
 
 
 def test_an_npm_framework_is_complete_only_with_every_extra(tmp_path: Path) -> None:
@@ -98,3 +125,63 @@ def test_an_npm_framework_is_complete_only_with_every_extra(tmp_path: Path) -> N
     assert clients._npm_complete(c, tmp_path)
     put(*clients._split_pin(c.extra[0], "@")[:1], "0.0.1")
     assert not clients._npm_complete(c, tmp_path)
+
+
+# ------------------------------------------------------------------ end to end (Ax Python)
+
+#: Ax for Python is standard library only (4 MB): quick to install, quick to run (~1 s).
+E2E_CLIENTS = ("ax-py", "ax-py-modern")
+E2E_FAULTS = ("none", "session_404")
+
+
+@pytest.fixture(scope="module")
+def ax_py_lab(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+    from mcp_layers_lab import matrix
+    from mcp_layers_lab.run import LabError, Plan, run_lab
+
+    try:
+        clients.install(clients.client("ax-py"), clients.default_cache(), log=lambda _l: None)
+    except clients.InstallError as exc:
+        pytest.skip(f"Ax for Python cannot be installed here: {exc}")
+    out = tmp_path_factory.mktemp("lab")
+    try:
+        results = run_lab(
+            Plan(E2E_CLIENTS, E2E_FAULTS),
+            out,
+            clients.default_cache(),
+            "auto",
+            60.0,
+            log=lambda _line: None,
+        )
+    except LabError as exc:  # no network namespace here: agents are not run without one
+        pytest.skip(str(exc))
+    return {(r.client, r.scenario): matrix.build_cell(r) for r in results}
+
+
+def _protocols(cell: Any) -> set[str]:
+    from mcp_layers_lab import matrix
+
+    records = matrix.read_records(Path(cell.run.run_dir))
+    return {str(r.get("protocolVersion")) for r in records if r.get("kind") == "request"}
+
+
+@pytest.mark.e2e
+def test_ax_python_runs_offline_in_both_eras(ax_py_lab: dict[tuple[str, str], Any]) -> None:
+    for cell in ax_py_lab.values():
+        assert cell.run.error is None and not cell.run.timed_out, cell.run
+        assert cell.run.violations == [] and not cell.broken, (cell.run, cell.notes)
+    assert ax_py_lab["ax-py", "none"].model == ["ok"]
+    assert ax_py_lab["ax-py-modern", "none"].model == ["ok"]
+    # Pinned eras, seen on the wire: a session (2025-11-25), or none (2026-07-28).
+    assert _protocols(ax_py_lab["ax-py", "none"]) == {"2025-11-25"}
+    assert _protocols(ax_py_lab["ax-py-modern", "none"]) == {"2026-07-28"}
+
+
+@pytest.mark.e2e
+def test_ax_python_hands_a_session_404_to_the_model(
+    ax_py_lab: dict[tuple[str, str], Any],
+) -> None:
+    # It neither re-initialises nor retries: the error is the tool's result.
+    cell = ax_py_lab["ax-py", "session_404"]
+    assert cell.fired and not cell.reinit and cell.retried == "no"
+    assert cell.model == ["error"] and cell.printed == ["error"]

@@ -80,6 +80,11 @@ def test_client_entries_point_only_at_loopback(entry: clients.Client, tmp_path: 
         "vercel-ai": "1.0.0",
         "ax-ts": "1.0.0",
         "ax-py": "1.0.0",
+        "ax-ts-modern": "1.0.0",
+        "ax-py-modern": "1.0.0",
+        "openai-agents-js": "1.0.0",
+        # The Python SDK 1.x's default clientInfo (`mcp` 0.1.0), whatever its version.
+        "langchain-mcp": "0.1.0",
     }
     assert entry.client_info.endswith("@" + fixed.get(entry.name, entry.version))
     # No key of the caller's leaks in: the environment is built, not inherited.
