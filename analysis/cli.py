@@ -589,6 +589,41 @@ def show(reading: Reading, session: str) -> None:
     show_default=True,
     metavar="FILE",
     type=click.Path(dir_okay=False, writable=True),
+@cli.command(short_help="Each stall of an agent's run, and who was waited on.")
+@reading_options
+@click.option(
+    "--min-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=10.0,
+    show_default=True,
+    help="The shortest silence that is a stall, in seconds.",
+)
+def hangs(reading: Reading, min_s: float) -> None:
+    """Each stall: a silence of at least --min-s seconds in an input's traffic, and who
+    was waited on: `model` (a model request in flight), `mcp_server` (an MCP request in
+    flight without its answer; `slow` when its stream carried events), `agent` (every
+    answer was in and the agent sent nothing), `none` (the model had ended its turn: the
+    agent waited for its user), `unknown` (nothing in flight, and the input holds no model
+    traffic). Model traffic is recorded when the model API goes through the same proxy
+    (docs/model-turns.md). The filters apply to the MCP records; model turns are kept.
+
+    \b
+    Example:
+        mcp-layers hangs recordings/mcp-20261202T163100Z.jsonl
+        mcp-layers hangs recordings/ --min-s 30 --format json
+    """
+    from . import hangs as hangs_mod
+
+    names = [s.name for s in inputs.expand(reading.paths)] if "-" not in reading.paths else []
+    with loaded(reading) as (engine, report):
+        rows = hangs_mod.hang_rows(engine, reading.filters, min_s, names)
+        if not rows:
+            report.settle()  # while the engine is open: was there anything to look at?
+    write(reading, hangs_mod.HANG_HEADERS, rows)
+    if not rows:
+        nothing_matched(reading, report, "stall")
+
+
     help="The HTML file to write.",
 )
 @click.option("--title", default="mcp-layers report", show_default=True, help="The page's title.")

@@ -1,0 +1,169 @@
+"""`hangs`: each stall in an agent's run, and who was being waited on.
+
+A recording made by a proxy that sees both the model API and the MCP server (issue 28,
+docs/model-turns.md) holds both halves of the agent's turn: `model_turn` records and the
+MCP records. Every record is an interval, from its `ts` to `ts` + `durationMs`; its two
+ends are *moments of traffic* (something was sent, or an answer ended). A *stall* is a
+silence of at least `--min-s` between two consecutive moments of one input, and who was
+waited on is what spanned it:
+
+- `model`: a model request was in flight the whole time (no answer yet, or a stream that
+  had not ended);
+- `mcp_server`: an MCP request (a `tools/call`, …) was in flight without its answer. An
+  answer stream that carried events before its final answer is named *slow* (progress
+  came), not hung; the recording does not say when in the silence they came;
+- `agent`: nothing was in flight: the model and the server had both answered and the
+  agent sent nothing (a permission prompt, a local tool, an agent stuck after a result);
+- `none`: nothing was in flight and the model's last answer ended its turn (no tool call
+  asked for): the agent was waiting for its user, which is no hang;
+- `unknown`: nothing was in flight and the input holds no model traffic at all, so the
+  silence may be the agent's or its unseen model's.
+
+A GET stream (a standby stream, open for the session's life) and `subscriptions/listen`
+are never what is waited on. One query (`hangs_sql`) finds the silences and what spanned
+each; `hang_rows` phrases them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from mcp_layers_core.record import Kind, NoteCode
+
+from .filters import Filters
+from .load import Engine
+from .queries import matched
+from .render import Cell, Seconds
+from .table import SEQUENCE, SOURCE, TABLE
+from .terms import sql, sql_in
+
+#: `--min-s`'s default: the forensics' stall (`forensics.STALL_MS`).
+DEFAULT_MIN_S: Final = 10.0
+
+HANG_HEADERS: Final = ("input", "since", "seconds", "waited_on", "in_flight", "detail")
+
+#: The kinds of records that are moments of traffic and may be in flight.
+_TRAFFIC: Final = (Kind.REQUEST, Kind.NOTIFICATION, Kind.RESPONSE, Kind.MODEL_TURN)
+
+
+def hangs_sql(filters: Filters, min_ms: int) -> str:
+    """One row per silence of at least `min_ms`: input, start and end (epoch ms), what
+    spanned it, and the last model turn before it."""
+    subscription = f"list_contains(coalesce(notes, []), {sql(NoteCode.SUBSCRIPTION)})"
+    return f"""WITH r AS (
+  SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, method, tool, outcome, sse,
+    modelTurn, endReason, notes,
+    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
+    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1
+  FROM {TABLE}
+  WHERE ts IS NOT NULL AND (kind = {sql(Kind.MODEL_TURN)} OR {matched(filters)})
+    AND kind IN {sql_in(*_TRAFFIC, Kind.SESSION_END)}
+), moments AS (
+  -- A session's end counts by its end alone: an idle end's `ts` is its last traffic.
+  SELECT DISTINCT src, t FROM (
+    SELECT src, t0 AS t FROM r WHERE kind <> {sql(Kind.SESSION_END)}
+    UNION ALL SELECT src, t1 FROM r)
+  WHERE t IS NOT NULL
+), gaps AS (
+  SELECT src, t AS a, nt AS b FROM (
+    SELECT src, t, lead(t) OVER (PARTITION BY src ORDER BY t) AS nt FROM moments)
+  WHERE nt - t >= {min_ms}
+), flight AS (
+  SELECT g.src, g.a, g.b,
+    list(struct_pack(id := f.id, kind := f.kind, method := f.method, tool := f.tool,
+      outcome := f.outcome, events := f.sse.events, final := f.sse.final,
+      provider := f.modelTurn.provider, model := f.modelTurn.model,
+      complete := f.modelTurn.complete, ttft := f.modelTurn.ttftMs,
+      started := f.t0) ORDER BY f.t0, f.seq) AS spans
+  FROM gaps g JOIN r f ON f.src = g.src AND f.kind IN {sql_in(Kind.REQUEST, Kind.MODEL_TURN)}
+    AND f.t0 <= g.a AND f.t1 >= g.b AND NOT {subscription.replace("notes", "f.notes")}
+  GROUP BY g.src, g.a, g.b
+), last_turn AS (
+  SELECT g.src, g.a, g.b,
+    arg_max(struct_pack(id := t.id, calls := len(t.modelTurn.toolCalls),
+      stop := t.modelTurn.stopReason, complete := t.modelTurn.complete), t.t1) AS turn
+  FROM gaps g JOIN r t ON t.src = g.src AND t.kind = {sql(Kind.MODEL_TURN)} AND t.t1 <= g.a
+  GROUP BY g.src, g.a, g.b
+), models AS (
+  SELECT src, count(*) AS n FROM r WHERE kind = {sql(Kind.MODEL_TURN)} GROUP BY src
+)
+SELECT g.src, g.a, g.b, f.spans, l.turn, coalesce(m.n, 0) AS model_turns
+FROM gaps g
+LEFT JOIN flight f ON f.src = g.src AND f.a = g.a
+LEFT JOIN last_turn l ON l.src = g.src AND l.a = g.a
+LEFT JOIN models m ON m.src = g.src
+ORDER BY g.src, g.a"""
+
+
+def _iso(ms: int) -> str:
+    return (
+        datetime.fromtimestamp(ms / 1000, UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
+
+
+def _span(s: dict[str, Any], a: int) -> str:
+    """One record in flight, as a reader wants it named."""
+    since = f"{(a - s['started']) / 1000:.1f} s before"
+    if s["kind"] == Kind.MODEL_TURN:
+        what = f"#{s['id']} model {s['provider'] or '?'}"
+        if s["model"]:
+            what += f" {s['model']}"
+        return f"{what} (asked {since})"
+    what = f"#{s['id']} {s['method'] or '?'}"
+    if s["tool"]:
+        what += f" {s['tool']}"
+    return f"{what} (sent {since})"
+
+
+def classify(
+    spans: list[dict[str, Any]] | None, turn: dict[str, Any] | None, model_turns: int
+) -> tuple[str, str]:
+    """(waited_on, detail) of one silence."""
+    spans = spans or []
+    model = [s for s in spans if s["kind"] == Kind.MODEL_TURN]
+    mcp = [s for s in spans if s["kind"] != Kind.MODEL_TURN]
+    if model:
+        s = model[-1]
+        if s["ttft"] is not None:
+            detail = f"streaming: first output after {s['ttft'] / 1000:.1f} s, no end yet"
+        else:
+            detail = "no output yet"
+        if s["complete"] is False:
+            detail += "; the answer never completed"
+        return "model", detail
+    if mcp:
+        s = mcp[-1]
+        events = s["events"] or 0
+        if s["final"] is not True and events > 0:
+            return "mcp_server", f"slow, not hung: {events} events came on the answer stream"
+        end = s["outcome"] or "no answer"
+        return "mcp_server", f"no answer during the silence (finally: {end})"
+    if model_turns == 0:
+        return "unknown", "nothing in flight, and no model traffic in this input"
+    if turn is not None and turn["calls"] == 0 and turn["complete"]:
+        return "none", f"the model's last answer (#{turn['id']}, {turn['stop']}) ended its turn"
+    if turn is not None and turn["calls"]:
+        return "agent", f"every answer was in; model turn #{turn['id']} had asked for a tool"
+    return "agent", "every answer was in, and the agent sent nothing"
+
+
+def hang_rows(engine: Engine, filters: Filters, min_s: float, names: list[str]) -> list[list[Cell]]:
+    """`hangs`' rows, input by input, in time order (`names`: the inputs', by index)."""
+    out: list[list[Cell]] = []
+    for src, a, b, spans, turn, model_turns in engine.rows(hangs_sql(filters, int(min_s * 1000))):
+        waited_on, detail = classify(spans, turn, int(model_turns))
+        in_flight = "; ".join(_span(s, int(a)) for s in spans or []) or None
+        out.append(
+            [
+                names[int(src)] if 0 <= int(src) < len(names) else str(src),
+                _iso(int(a)),
+                Seconds((int(b) - int(a)) / 1000),
+                waited_on,
+                in_flight,
+                detail,
+            ]
+        )
+    return out

@@ -1,0 +1,158 @@
+"""`mcp-layers hangs`: each stall, and who was waited on (issue 28).
+
+The recordings are made by the core itself (`Tracker`), fed the lab fake model's real
+answers (tests/fixtures/model) and MCP exchanges at chosen times, so the records are what
+the proxy writes: a tool call the server never answers (`mcp_server`), a model that never
+answers after the tool result (`model`), an agent that sends nothing after both answered
+(`agent`), a model that ended its turn (`none`), and a recording without model traffic
+(`unknown`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+from analysis_helpers import invoke
+from mcp_layers_core.events import (
+    Event,
+    PostReceived,
+    ProxyStopping,
+    ResponseBody,
+    ResponseStarted,
+    StreamChunk,
+    StreamEnded,
+)
+from mcp_layers_core.tracker import Tracker
+
+MODEL_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "model"
+T0 = 1_796_000_000.0
+PEER = "127.0.0.1:5000"
+MCP = "127.0.0.1:9000"
+MODEL = "127.0.0.1:9001"
+JSON_H = {"content-type": "application/json"}
+SSE_H = {"content-type": "text/event-stream"}
+
+
+class Run:
+    def __init__(self) -> None:
+        self.t = Tracker()
+        self.records: list[dict[str, Any]] = []
+        self.n = 0
+
+    def feed(self, event: Event) -> None:
+        self.records += [e.record for e in self.t.handle(event)]
+
+    def model(
+        self, at: float, name: str, *, until: float | None = None, hang: bool = False
+    ) -> None:
+        req = json.loads((MODEL_FIXTURES / f"{name}.request.json").read_text())
+        raw = (MODEL_FIXTURES / f"{name}.response.sse").read_bytes()
+        self.n += 1
+        flow = f"m{self.n}"
+        body = json.dumps(req["body"]).encode()
+        self.feed(PostReceived(flow, T0 + at, MODEL, PEER, {}, body, len(body), None, req["path"]))
+        self.feed(ResponseStarted(flow, T0 + at + 0.05, 200, SSE_H, False))
+        if hang:
+            return  # headers, then nothing: the model never answers
+        self.feed(StreamChunk(flow, T0 + at + 0.1, raw))
+        self.feed(StreamEnded(flow, T0 + (until or at + 0.2)))
+
+    def call(
+        self, at: float, rpc_id: int, *, answer_at: float | None, method: str = "tools/call"
+    ) -> None:
+        self.n += 1
+        flow = f"c{self.n}"
+        params = {"name": "echo", "arguments": {"text": "hello"}} if method == "tools/call" else {}
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
+        ).encode()
+        headers = {"mcp-session-id": "sess-1", "user-agent": "agent/1"}
+        self.feed(PostReceived(flow, T0 + at, MCP, PEER, headers, body, len(body), None, "/mcp"))
+        if answer_at is None:
+            return
+        answer = json.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": {"content": []}}).encode()
+        self.feed(ResponseStarted(flow, T0 + answer_at, 200, JSON_H))
+        self.feed(ResponseBody(flow, T0 + answer_at, answer, len(answer)))
+
+    def write(self, path: Path, stop_at: float) -> Path:
+        self.feed(ProxyStopping(T0 + stop_at))
+        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in self.records))
+        return path
+
+
+def hangs(path: Path, *args: str) -> list[dict[str, Any]]:
+    """The rows; none found exits 1 (NOTHING_MATCHED, as every reading command)."""
+    result = invoke("hangs", path, "--format", "json", *args)
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    assert result.exit_code == (0 if rows else 1), result.output + result.stderr
+    return rows
+
+
+def test_a_tools_call_never_answered_is_the_servers(tmp_path: Path) -> None:
+    run = Run()
+    run.model(0, "anthropic-tool-stream")
+    run.call(0.5, 1, answer_at=None)
+    [row] = hangs(run.write(tmp_path / "r.jsonl", 40))
+    assert row["waited_on"] == "mcp_server" and row["seconds"] > 39
+    assert "tools/call echo" in row["in_flight"] and row["since"].endswith("Z")
+
+
+def test_a_model_that_never_answers_after_the_result(tmp_path: Path) -> None:
+    run = Run()
+    run.model(0, "anthropic-tool-stream")
+    run.call(0.5, 1, answer_at=0.6)
+    run.model(0.7, "anthropic-result-stream", hang=True)
+    [row] = hangs(run.write(tmp_path / "r.jsonl", 30))
+    assert row["waited_on"] == "model" and "model anthropic" in row["in_flight"]
+    assert row["detail"].startswith("no output yet")
+
+
+def test_an_agent_that_sends_nothing_after_both_answered(tmp_path: Path) -> None:
+    run = Run()
+    run.model(0, "chat-tool-stream")
+    run.call(0.5, 1, answer_at=0.6)
+    run.model(25, "chat-result-stream")  # 24 s later: the agent sat on the result
+    rows = hangs(run.write(tmp_path / "r.jsonl", 26))
+    assert [(r["waited_on"], round(r["seconds"])) for r in rows] == [("agent", 24)]
+    assert rows[0]["in_flight"] is None
+
+
+def test_a_slow_model_stream_and_the_min(tmp_path: Path) -> None:
+    run = Run()
+    run.model(0, "responses-tool-stream", until=12)  # answered, but its stream took 12 s
+    run.call(12.5, 1, answer_at=12.6)
+    path = run.write(tmp_path / "r.jsonl", 13)
+    [row] = hangs(path)
+    assert row["waited_on"] == "model" and row["detail"].startswith("streaming: first output")
+    assert hangs(path, "--min-s", "20") == []
+
+
+def test_the_model_ended_its_turn_then_silence_is_none(tmp_path: Path) -> None:
+    run = Run()
+    run.model(0, "anthropic-result-stream")  # end_turn, no tool asked for
+    run.call(15, 1, answer_at=15.1, method="tools/list")
+    [row] = hangs(run.write(tmp_path / "r.jsonl", 15.2))
+    assert row["waited_on"] == "none" and "end_turn" in row["detail"]
+
+
+def test_without_model_traffic_a_silence_is_unknown(tmp_path: Path) -> None:
+    run = Run()
+    run.call(0, 1, answer_at=0.1, method="tools/list")
+    run.call(20, 2, answer_at=20.1)
+    [row] = hangs(run.write(tmp_path / "r.jsonl", 21))
+    assert row["waited_on"] == "unknown"
+
+
+def test_table_format_and_nothing_found(tmp_path: Path) -> None:
+    run = Run()
+    run.model(0, "anthropic-tool-stream")
+    run.call(0.5, 1, answer_at=None)
+    path = run.write(tmp_path / "r.jsonl", 40)
+    table = invoke("hangs", path)
+    assert table.exit_code == 0 and "mcp_server" in table.stdout and "waited_on" in table.stdout
+    quiet = Run()
+    quiet.call(0, 1, answer_at=0.1)
+    empty = invoke("hangs", quiet.write(tmp_path / "q.jsonl", 1))
+    assert empty.exit_code == 1 and "no stall" in empty.stderr
