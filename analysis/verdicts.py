@@ -465,11 +465,13 @@ WHERE c.m AND c.kind = {sql(Kind.STREAM)} AND c.status BETWEEN 200 AND 299 AND N
 def _retry_after_sql() -> str:
     """A retry of a 429/503 that carried `Retry-After`: did the client wait? Only the
     client's own transport retries: a resend of the same message, or a repeat of a method
-    the model does not choose."""
+    the model does not choose; never a repeat the model asked for (`retryOrigin: model`)."""
     model = ", ".join(f"'{m}'" for m in MODEL_METHODS)
+    # `model`: the proxy saw the model ask for the call again (issue 28), whatever the method.
     by_model = (
-        f"(coalesce(r.retryOrigin, {sql(RetryOrigin.NONE)}) <> {sql(RetryOrigin.RESEND)} "
-        f"AND coalesce(r.method, '') IN ({model}))"
+        f"(coalesce(r.retryOrigin, {sql(RetryOrigin.NONE)}) = {sql(RetryOrigin.MODEL)} "
+        f"OR (coalesce(r.retryOrigin, {sql(RetryOrigin.NONE)}) <> {sql(RetryOrigin.RESEND)} "
+        f"AND coalesce(r.method, '') IN ({model})))"
     )
     return f"""
 SELECT r.src, r.cl AS client,

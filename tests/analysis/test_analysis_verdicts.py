@@ -449,6 +449,7 @@ def test_a_get_stream_reopened_with_last_event_id_says_so(tmp_path: Path) -> Non
         ("tools/call", "resend", False, "WARNING"),  # the same message again: the transport
         ("tools/call", "reissue", False, "UNDECIDABLE"),  # may be the model calling again
         ("tools/call", "reissue", True, "UNDECIDABLE"),
+        ("tools/list", "model", False, "UNDECIDABLE"),  # the proxy saw the model ask again
         ("tools/list", "reissue", None, "NOT_EXERCISED"),
     ],
 )
