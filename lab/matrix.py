@@ -114,6 +114,9 @@ class Cell:
     inapplicable: str | None = None
     #: the client's known name lookup was seen (and stopped by the namespace)
     known_lookup: bool = False
+    #: the MCP protocol versions its requests carried: its era (2025-11-25: sessions;
+    #: 2026-07-28: stateless), which decides which faults can reach it
+    protocols: list[str] = field(default_factory=list)
 
     @property
     def broken(self) -> bool:
@@ -225,6 +228,9 @@ def build_cell(run: RunResult) -> Cell:
     by_id = {r.get("id"): r for r in records}
     cell.fired = sum(1 for r in records if r.get("injected"))
     cell.clients_seen = sorted({r["client"] for r in records if r.get("client")})
+    cell.protocols = sorted(
+        {str(r["protocolVersion"]) for r in requests if r.get("protocolVersion")}
+    )
 
     # Model re-calls: when the model, holding a tool result, asked for the tool again.
     recalls = [e["ts"] for e in model_log if e.get("reply") == "tool" and e.get("results")]
@@ -409,14 +415,37 @@ def _row(cells: Iterable[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+#: What each protocol version means for the faults (the matrix's client table).
+ERAS: Final = {"2025-11-25": "sessions", "2026-07-28": "stateless"}
+
+
+def era_text(protocols: list[str]) -> str:
+    """The protocol versions seen, each with its era: `2026-07-28 (stateless)`."""
+    if not protocols:
+        return "—"
+    return ", ".join(f"{v} ({ERAS[v]})" if v in ERAS else v for v in protocols)
+
+
+def _eras(cells: list[Cell]) -> dict[str, list[str]]:
+    """Per client, every protocol version its cells carried."""
+    out: dict[str, set[str]] = {}
+    for c in cells:
+        out.setdefault(c.run.client, set()).update(c.protocols)
+    return {name: sorted(v) for name, v in out.items()}
+
+
 def _table(cells: list[Cell]) -> list[str]:
     lines = [_row(HEADERS), _row("---" for _ in HEADERS)]
+    eras = _eras(cells)
     for c in cells:
+        # Every cell of a client is in the era of the client table, unless the client
+        # changed era between runs: then the cell says its own.
+        mixed = len(eras.get(c.run.client, [])) > 1
         lines.append(
             _row(
                 [
                     f"`{c.run.fault}`",
-                    c.run.client,
+                    f"{c.run.client} ({era_text(c.protocols)})" if mixed else c.run.client,
                     c.retried,
                     c.how,
                     c.after,
@@ -449,13 +478,15 @@ def render(cells: list[Cell], environment: dict[str, str], date: str | None = No
         "project's machine. Every cell is read from the run's recording and the fake model's "
         "log; the runs are kept under `lab/out/`.",
         "",
-        "| client | version | speaks |",
-        "| --- | --- | --- |",
+        "| client | version | speaks | MCP protocol (era) |",
+        "| --- | --- | --- | --- |",
     ]
+    eras = _eras(cells)
     for name in names:
         c = clients_mod.client(name)
         package = c.package
-        lines.append(f"| {c.name} | {c.version} ({package}) | {c.api} model API |")
+        era = era_text(eras.get(name, []))
+        lines.append(f"| {c.name} | {c.version} ({package}) | {c.api} model API | {era} |")
     lines += ["", "Environment: " + ", ".join(f"{k} {v}" for k, v in environment.items()) + "."]
     bad = [c for c in cells if c.notes]
     if bad:

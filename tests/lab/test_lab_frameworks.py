@@ -185,3 +185,41 @@ def test_ax_python_hands_a_session_404_to_the_model(
     cell = ax_py_lab["ax-py", "session_404"]
     assert cell.fired and not cell.reinit and cell.retried == "no"
     assert cell.model == ["error"] and cell.printed == ["error"]
+
+
+# ------------------------------------------------------------------ the era in the matrix
+
+
+def _cell(client: str, fault: str, protocols: list[str]) -> Any:
+    from mcp_layers_lab import matrix
+    from mcp_layers_lab.run import RunResult
+
+    run = RunResult(client, "1.0.0", fault, "once", fault, "/nonexistent")
+    return matrix.Cell(run, protocols=protocols)
+
+
+def test_the_matrix_shows_each_clients_era() -> None:
+    from mcp_layers_lab import matrix
+
+    cells = [
+        _cell("ax-ts", "none", ["2025-11-25"]),
+        _cell("ax-ts-modern", "none", ["2026-07-28"]),
+        _cell("ax-py", "none", []),  # nothing reached the server: no era to show
+    ]
+    text = matrix.render(cells, {}, "2026-12-02")
+    assert "| client | version | speaks | MCP protocol (era) |" in text
+    assert "| ax-ts | 24.0.21 (npm `@ax-llm/ax`) | chat model API | 2025-11-25 (sessions) |" in text
+    assert "| chat model API | 2026-07-28 (stateless) |" in text
+    assert "| ax-py | 25.4.6 (PyPI `axllm`) | chat model API | — |" in text
+    # One era per client: the cells need not repeat it.
+    assert "| `none` | ax-ts | no |" in text
+
+
+def test_a_client_that_changed_era_between_runs_has_it_in_every_cell() -> None:
+    from mcp_layers_lab import matrix
+
+    cells = [_cell("ax-ts", "none", ["2025-11-25"]), _cell("ax-ts", "tool_error", ["2026-07-28"])]
+    text = matrix.render(cells, {}, "2026-12-02")
+    assert "2025-11-25 (sessions), 2026-07-28 (stateless) |" in text
+    assert "| `none` | ax-ts (2025-11-25 (sessions)) |" in text
+    assert "| `tool_error` | ax-ts (2026-07-28 (stateless)) |" in text
