@@ -161,8 +161,11 @@ def mitmdump_cmd(
     record_dir: Path | None = None,
     scenario: str | None = None,
     extra_sets: Sequence[str] = (),
+    extra_modes: Sequence[str] = (),
 ) -> list[str]:
-    """The reverse-proxy command line; ``addon=None`` gives a plain mitmdump."""
+    """The reverse-proxy command line; ``addon=None`` gives a plain mitmdump.
+    `extra_modes`: more `--mode` values (`reverse:URL@PORT`), e.g. the model API's, so that
+    one mitmdump (and one recording) sees both halves of an agent's turn."""
     cmd = [
         mitmdump(),
         "--mode",
@@ -176,6 +179,8 @@ def mitmdump_cmd(
         "--set",
         "connection_strategy=lazy",
     ]
+    for mode in extra_modes:
+        cmd += ["--mode", mode]
     if addon is not None:
         cmd += ["-s", str(addon)]
         if record_dir is not None:
@@ -212,14 +217,20 @@ def start_mitmdump(
     record_dir: Path | None = None,
     scenario: str | None = None,
     extra_sets: Sequence[str] = (),
+    extra_modes: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start mitmdump in reverse mode and wait until it listens (stops it again on failure)."""
+    """Start mitmdump in reverse mode and wait until it listens, on every mode's port
+    (stops it again on failure)."""
     if addon is not None and not addon.exists():
         raise StartError(f"the addon {addon} does not exist")
-    cmd = mitmdump_cmd(upstream_port, listen_port, addon, record_dir, scenario, extra_sets)
+    cmd = mitmdump_cmd(
+        upstream_port, listen_port, addon, record_dir, scenario, extra_sets, extra_modes
+    )
     proc = start(cmd, log)
     try:
         wait_for_port(listen_port, proc, what="mitmdump", log=log)
+        for mode in extra_modes:
+            wait_for_port(int(mode.rsplit("@", 1)[1]), proc, what="mitmdump", log=log)
     except BaseException:
         stop(proc)
         raise

@@ -115,6 +115,21 @@ FAULTS: Final[tuple[Fault, ...]] = (
         reaches_model=False,
         always=("initialize", "tools/list", "tools/call"),
     ),
+    # Hangs (issue 28): `mcp-layers hangs` must name who was waited on in each.
+    Fault(
+        "tools_call_hang",
+        "the first `tools/call` never answered (held 10 min at the proxy: past the run's timeout)",
+        rule="delay=600000 method=tools/call nth=1 counter=global name=lab.tools_call_hang",
+        reaches_model=False,
+    ),
+    Fault(
+        "model_hang",
+        "the model holds its answer after the tool result for 25 s (a stalled model API)",
+        preset="none",  # no rule at the proxy: the fake model stalls
+        method=None,
+        reaches_model=False,
+        model_hold_s=25.0,
+    ),
     # What real middleboxes do (docs/faults.md, "Middlebox presets"); `mcp-layers verdicts`
     # judges each client's answer to them in lab/VERDICTS.md.
     Fault(

@@ -321,6 +321,10 @@ def run_one(spec: RunSpec) -> RunResult:
     try:
         server_port, proxy_port = procs.free_port(), procs.free_port()
         fake = FakeModel(spec.script, run_dir / MODEL_LOG, hold_s=fault.model_hold_s).start()
+        # The client reaches the model through the same mitmdump as the MCP server, so the
+        # recording holds both halves of each turn (model_turn records; docs/model-turns.md).
+        model_url = fake.url
+        model_port = procs.free_port()
         command: tuple[str, ...] = ()
         if spec.stdio:
             # The client starts the server itself, through the wrapper, which records.
@@ -342,12 +346,14 @@ def run_one(spec: RunSpec) -> RunResult:
                 # Bodies always, so that every run can be replayed (`--replay`); a replayed
                 # run has no fault of its own: the recording holds what the fault did.
                 extra_sets=[*(fault.sets() if spec.replay is None else ()), RECORD_BODIES],
+                extra_modes=[f"reverse:{fake.url}@{model_port}"],
             )
+            model_url = f"http://{procs.HOST}:{model_port}"
         setup = clients_mod.Setup(
             home=scratch / "home",
             work=scratch / "work",
             mcp_url=f"http://{procs.HOST}:{proxy_port}{procs.MCP_PATH}",
-            model_url=fake.url,
+            model_url=model_url,
             prefix=Path(spec.prefix) if spec.prefix else None,
             logs=run_dir,
             mcp_command=command,
