@@ -614,8 +614,9 @@ def hangs(reading: Reading, min_s: float) -> None:
     """
     from . import hangs as hangs_mod
 
-    names = [s.name for s in inputs.expand(reading.paths)] if "-" not in reading.paths else []
     with loaded(reading) as (engine, report):
+        # The inputs' names by index, as the engine numbered them (they exist: it read them).
+        names = [s.name for s in inputs.expand(reading.paths)] if "-" not in reading.paths else []
         rows = hangs_mod.hang_rows(engine, reading.filters, min_s, names)
         if not rows:
             report.settle()  # while the engine is open: was there anything to look at?

@@ -119,18 +119,21 @@ def _span(s: dict[str, Any], a: int) -> str:
 
 
 def classify(
-    spans: list[dict[str, Any]] | None, turn: dict[str, Any] | None, model_turns: int
+    spans: list[dict[str, Any]] | None, turn: dict[str, Any] | None, model_turns: int, b: int
 ) -> tuple[str, str]:
-    """(waited_on, detail) of one silence."""
+    """(waited_on, detail) of one silence, which ended at `b` (epoch ms)."""
     spans = spans or []
     model = [s for s in spans if s["kind"] == Kind.MODEL_TURN]
     mcp = [s for s in spans if s["kind"] != Kind.MODEL_TURN]
     if model:
         s = model[-1]
-        if s["ttft"] is not None:
-            detail = f"streaming: first output after {s['ttft'] / 1000:.1f} s, no end yet"
+        output_at = None if s["ttft"] is None else s["started"] + s["ttft"]
+        if output_at is None:
+            detail = "no output"
+        elif output_at >= b - 1:
+            detail = f"no output during the silence (the first came {s['ttft'] / 1000:.1f} s in)"
         else:
-            detail = "no output yet"
+            detail = f"output came {s['ttft'] / 1000:.1f} s in, then the stream went silent"
         if s["complete"] is False:
             detail += "; the answer never completed"
         return "model", detail
@@ -154,7 +157,7 @@ def hang_rows(engine: Engine, filters: Filters, min_s: float, names: list[str]) 
     """`hangs`' rows, input by input, in time order (`names`: the inputs', by index)."""
     out: list[list[Cell]] = []
     for src, a, b, spans, turn, model_turns in engine.rows(hangs_sql(filters, int(min_s * 1000))):
-        waited_on, detail = classify(spans, turn, int(model_turns))
+        waited_on, detail = classify(spans, turn, int(model_turns), int(b))
         in_flight = "; ".join(_span(s, int(a)) for s in spans or []) or None
         out.append(
             [
