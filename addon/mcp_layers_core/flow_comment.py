@@ -39,6 +39,8 @@ def comment_of(record: Mapping[str, Any]) -> str:
     elif kind == Kind.SESSION_END:
         statuses = record.get("httpStatuses") or []
         parts += [str(record.get("endReason"))] + [str(s) for s in statuses[-1:]]
+    elif kind == Kind.MODEL_TURN:
+        parts += _model_parts(record.get("modelTurn"))
     injected = record.get("injected")
     if isinstance(injected, Mapping):
         parts.append(f"injected: {injected.get('rule')}/{injected.get('action')}")
@@ -73,10 +75,27 @@ def _headline(record: Mapping[str, Any], kind: object) -> str:
     return str(kind)
 
 
+def _model_parts(turn: object) -> list[str]:
+    """`anthropic claude-x`, the stop reason, the tool calls asked for, `cut`."""
+    if not isinstance(turn, Mapping):
+        return []
+    parts = [" ".join(str(p) for p in (turn.get("provider"), turn.get("model")) if p)]
+    parts.append(str(turn.get("stopReason") or "no stop reason"))
+    calls = turn.get("toolCalls") or []
+    if calls:
+        parts.append(f"{len(calls)} tool call{'s' if len(calls) > 1 else ''}")
+    if turn.get("complete") is False:
+        parts.append("cut")
+    return parts
+
+
 def _request_parts(record: Mapping[str, Any]) -> list[str]:
     method = str(record.get("method"))
     tool = record.get("tool")
     parts = [str(record.get("layer")), f"{method} {tool}" if tool else method]
+    call = record.get("modelCall")
+    if isinstance(call, Mapping):
+        parts.append(f"asked by model turn #{call.get('turn')} ({call.get('join')})")
     if record.get("retryOf") is not None:
         parts.append(f"retry of #{record['retryOf']} ({record.get('retryOrigin')})")
     if record.get("continues") is not None:

@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .budget import BufferBudget
 from .decode import StreamDecoder
 from .model_api import ModelCall, ModelReader, ModelRequest, args_hash
 from .record import Kind, ModelJoin, NoteCode, new_record
@@ -83,13 +84,16 @@ def _name_matches(model_name: str | None, tool: str) -> bool:
 class ModelBook:
     """Open model exchanges and what the join needs to remember, all bounded."""
 
-    def __init__(self, max_event_bytes: int) -> None:
+    def __init__(self, max_event_bytes: int, budget: BufferBudget | None = None) -> None:
         self.open: OrderedDict[str, ModelFlow] = OrderedDict()
         self._calls: OrderedDict[int, _Known] = OrderedDict()
         self._by_id: dict[str, _Known] = {}
         self._seq = 0
         self._results: OrderedDict[str, None] = OrderedDict()
         self.max_event_bytes = max_event_bytes
+        #: What every open stream's parser holds counts against the proxy's one budget
+        #: (`mcp_max_buffered_mb`), MCP streams and model streams together.
+        self.budget = budget
 
     # -- the model's side
 
@@ -124,7 +128,9 @@ class ModelBook:
         ctype = str(headers.get("content-type") or "").split(";", 1)[0].strip().lower()
         m.content_type = ctype or None
         if ctype == "text/event-stream":
-            m.decoder = StreamDecoder(headers.get("content-encoding"), self.max_event_bytes)
+            m.decoder = StreamDecoder(
+                headers.get("content-encoding"), self.max_event_bytes, self.budget
+            )
 
     def chunk(self, m: ModelFlow, data: bytes, ts: float) -> None:
         d = m.decoder

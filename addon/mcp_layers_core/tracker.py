@@ -151,7 +151,7 @@ class Tracker:
         self._who = Identifier(self.sessions, self._settings.max_sessions)
         self._next_record_id = 1
         #: Model API exchanges in the same proxy, and the join (`model_turns.py`).
-        self.models = ModelBook(self._settings.max_event_bytes)
+        self.models = ModelBook(self._settings.max_event_bytes, self.buffers)
         #: record id -> (model turn, tool call id) of recent joined `tools/call`s: a repeat
         #: joined to another tool call is the model's decision, not a transport retry.
         self._joined: OrderedDict[int, tuple[int, str | None]] = OrderedDict()

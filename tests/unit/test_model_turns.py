@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_layers_core.events import PostReceived, ResponseBody, ResponseStarted
+from mcp_layers_core.events import PostReceived, ResponseBody, ResponseStarted, StreamEnded
 from mcp_layers_core.model_api import ModelReader, args_hash, read_request
 from mcp_layers_core.record import Kind, ModelApi, Provider
 from mcp_layers_core.sse import SseEvent, SseParser
@@ -431,3 +431,29 @@ def test_bounded_memory() -> None:
             PostReceived(f"m{i}", run.tick(), MODEL_SERVER, PEER, {}, data, len(data), None, path)
         )
     assert len(run.t.models.open) == model_turns.MAX_OPEN
+
+
+def test_flow_comments_name_the_turn_and_the_join() -> None:
+    from mcp_layers_core.flow_comment import comment_of
+
+    run = Agent()
+    turn = run.model("anthropic-tool-stream", tool_use_id="toolu_c0mment0000000000000")
+    assert (
+        comment_of(turn)
+        == f"#{turn['id']} model_turn · anthropic claude-lab · tool_use · 1 tool call"
+    )
+    flow = mcp_call(run, 1, {"claudecode/toolUseId": "toolu_c0mment0000000000000"})
+    (rec,) = run.json(flow, 200, result(1, content=[]))
+    assert f"asked by model turn #{turn['id']} (exact)" in comment_of(rec)
+
+
+def test_model_streams_count_against_the_buffer_budget() -> None:
+    run = Agent(max_buffered_bytes=1 << 20)
+    path, body, raw, _ = fixture("anthropic-tool-stream")
+    data = json.dumps(body).encode()
+    run.handle(PostReceived("m1", run.tick(), MODEL_SERVER, PEER, {}, data, len(data), None, path))
+    run.handle(ResponseStarted("m1", run.tick(), 200, SSE, False))
+    run.chunk("m1", raw[:100])  # half an event: held by the parser
+    assert run.t.buffers.held > 0
+    (rec,) = run.handle(StreamEnded("m1", run.tick()))
+    assert run.t.buffers.held == 0 and rec["modelTurn"]["complete"] is False
