@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for c in clients_mod.CLIENTS:
             where = f"{c.package.replace('`', '')} {c.version}"
-            print(f"client {c.name:12} {where}{'' if c.agent else '  (SDK reference)'}")
+            print(f"client {c.name:20} {where}{'' if c.agent else '  (SDK reference)'}")
         for f in presets.FAULTS:
             print(f"fault  {f.name:20} {f.describe()}")
         return 0

@@ -783,7 +783,7 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
     if npm is None:
         raise InstallError(f"{c.name}: npm is not on PATH; install Node.js (20 or later)")
     prefix.mkdir(parents=True, exist_ok=True)
-    log(f"installing {c.npm}@{c.version} into {prefix} (once)")
+    log(f"installing {' '.join([f'{c.npm}@{c.version}', *c.extra])} into {prefix} (once)")
     env = {
         **os.environ,
         "npm_config_update_notifier": "false",
@@ -824,7 +824,7 @@ def _install_pypi(c: Client, package: str, cache: Path, log: Callable[[str], Non
         return prefix
     # The interpreter this environment was made from (3.12 or later, as the project needs).
     base = getattr(sys, "_base_executable", None) or sys.executable
-    log(f"installing {package}=={c.version} into {prefix} (once)")
+    log(f"installing {' '.join([f'{package}=={c.version}', *c.extra])} into {prefix} (once)")
     try:
         steps = (
             [base, "-m", "venv", "--clear", str(prefix)],
