@@ -280,8 +280,10 @@ def build_cell(run: RunResult) -> Cell:
     cell.printed = printed_verdicts(run_dir / "client.out")
     if not cell.agrees:
         cell.notes.append("the client printed other results than the model received")
-    # A replayed run has no fault of its own: its recording holds what the fault did.
-    if fault.name != "none" and cell.fired == 0 and run.replayed is None:
+    # A replayed run has no fault of its own: its recording holds what the fault did. A
+    # fault with no rule at the proxy (the fake model stalls: `model_hang`) marks nothing.
+    at_proxy = fault.preset not in (None, "none") or fault.rule is not None
+    if at_proxy and cell.fired == 0 and run.replayed is None:
         cell.inapplicable = inapplicable(fault, records)
         if cell.inapplicable is None:
             cell.notes.append("the fault never fired")

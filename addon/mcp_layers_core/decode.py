@@ -59,14 +59,22 @@ def post_messages(body: bytes | None, max_bytes: int) -> list[dict[str, Any]] | 
     A leading BOM is read past: a server may read the JSON after it, or reject it, and
     either way the exchange is recorded (`has_bom` tells the tracker to say so).
     """
+    value = post_json(body, max_bytes)
+    return None if value is NOT_JSON else messages_of(value) or None
+
+
+def post_json(body: bytes | None, max_bytes: int) -> Any:
+    """A POST body's JSON value, or `NOT_JSON`: not JSON (nor starting like an object or
+    an array), or too large to look at. Parsed once for both readers of a POST: the
+    MCP one (`messages_of`) and, when it is not MCP, the model API one (`model_api`)."""
     if body is None or len(body) > max_bytes:
-        return None  # too large to look at: not recognised as MCP (documented)
+        return NOT_JSON  # too large to look at: not recognised as MCP (documented)
     if body.startswith(BOM):
         body = body[len(BOM) :]
     # Cheap refusal first: most non-MCP POSTs are not JSON at all.
     if body.lstrip()[:1] not in (b"{", b"["):
-        return None
-    return messages_of(try_loads(body)) or None
+        return NOT_JSON
+    return try_loads(body)
 
 
 def has_bom(body: bytes | None) -> bool:

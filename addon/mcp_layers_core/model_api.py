@@ -131,23 +131,24 @@ class ModelRequest:
     notes: list[str] = field(default_factory=list)
 
 
-def read_request(path: str, body: bytes | None, body_size: int = 0) -> ModelRequest | None:
-    """The model request a POST is, or None when it is not one. Never raises."""
+def read_request(
+    path: str, value: object, body_size: int = 0, *, unread: bool = False
+) -> ModelRequest | None:
+    """The model request a POST is, or None when it is not one. `value`: its body's JSON
+    (`NOT_JSON` when it is not); `unread`: the proxy could not read the body (over the
+    cap, or a coding it does not inflate). Never raises."""
     found = api_of_path(path)
     if found is None:
         return None
     provider, api, streamed = found
-    if body is None:
+    if unread:
         # Over the body cap, or a coding the proxy could not read (Codex may send zstd):
         # the path alone says what it is; what it carried is unknown.
         req = ModelRequest(provider, api, streamed=streamed)
         req.notes.append(f"{NoteCode.MODEL_REQUEST_UNREAD.value}:{body_size}")
         return req
-    if body.lstrip()[:1] != b"{":
-        return None  # not JSON: some other API that happens to share the path
-    value = try_loads(body)
     if not isinstance(value, dict):
-        return None
+        return None  # not a JSON object: some other API that happens to share the path
     shape_ok = (
         ("messages" in value)
         if api in (ModelApi.MESSAGES, ModelApi.CHAT_COMPLETIONS)
@@ -170,6 +171,13 @@ def read_request(path: str, body: bytes | None, body_size: int = 0) -> ModelRequ
     except Exception:  # pragma: no cover - the readers take any JSON; a bug must not raise
         req.notes.append(f"{NoteCode.MODEL_SHAPE_UNKNOWN.value}:unread")
     return req
+
+
+def read_request_body(path: str, body: bytes | None, body_size: int = 0) -> ModelRequest | None:
+    """`read_request` of a body not parsed yet (None: the proxy could not read it)."""
+    if body is None:
+        return read_request(path, NOT_JSON, body_size, unread=True)
+    return read_request(path, try_loads(body) if body.lstrip()[:1] == b"{" else NOT_JSON)
 
 
 def _gemini_model(path: str) -> str | None:

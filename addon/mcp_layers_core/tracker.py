@@ -46,7 +46,7 @@ from .decode import (
     content_coding,
     has_bom,
     media_type,
-    post_messages,
+    post_json,
     unread_body_note,
 )
 from .events import (
@@ -65,10 +65,12 @@ from .exchanges import Exchange, Parked, PendingRequest, StreamState
 from .finished import Finished, FinishedRequest, FinishedSession, flow_of
 from .identify import Agent, Identifier, host, named_version
 from .jsonrpc import (
+    NOT_JSON,
     id_key,
     is_notification,
     is_request,
     is_response,
+    messages_of,
     prompt_of,
     tool_of,
 )
@@ -277,9 +279,10 @@ class Tracker:
     # -- requests ---------------------------------------------------------------------
 
     def _post(self, ev: PostReceived) -> list[Emitted]:
-        messages = post_messages(ev.body, self._settings.max_body_bytes)
+        value = post_json(ev.body, self._settings.max_body_bytes)
+        messages = None if value is NOT_JSON else messages_of(value) or None
         if messages is None:
-            return self._model_post(ev) if ev.path is not None else []
+            return self._model_post(ev, value) if ev.path is not None else []
         out = self._evict_if_full(ev.ts) if self._full() else []
         user_agent = ev.headers.get("user-agent")
         agent = (host(ev.peer), user_agent)
@@ -381,9 +384,12 @@ class Tracker:
 
     # -- model API exchanges (`model_turns.py`) ---------------------------------------
 
-    def _model_post(self, ev: PostReceived) -> list[Emitted]:
+    def _model_post(self, ev: PostReceived, value: Any) -> list[Emitted]:
+        """A POST that is not MCP: a model request, if its path and body say so. `value`:
+        its body's JSON, parsed once for both readers."""
         assert ev.path is not None
-        req = read_request(ev.path, ev.body, ev.body_size)
+        unread = ev.body is None or len(ev.body) > self._settings.max_body_bytes
+        req = read_request(ev.path, value, ev.body_size, unread=unread)
         if req is None:
             return []
         pushed = self.models.start(

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from mcp_layers_core.events import PostReceived, ResponseBody, ResponseStarted, StreamEnded
-from mcp_layers_core.model_api import ModelReader, args_hash, read_request
+from mcp_layers_core.model_api import ModelReader, args_hash
+from mcp_layers_core.model_api import read_request_body as read_request
 from mcp_layers_core.record import Kind, ModelApi, Provider
 from mcp_layers_core.sse import SseEvent, SseParser
 from wire import JSON, PEER, SSE, Run, result, rpc
