@@ -406,3 +406,51 @@ def test_an_idle_cut_without_mitmproxys_connection_table_does_nothing_and_unmark
     assert injector.errors == 0
     (rec,) = records(out)
     assert rec["injected"] is None and rec["outcome"] == "TOOL_SUCCESS"
+
+
+MODEL_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "model"
+
+
+def model_flow(name: str) -> tuple[http.HTTPFlow, bytes]:
+    """A model API POST (the lab fake model's request) and its captured SSE answer."""
+    req = json.loads((MODEL_FIXTURES / f"{name}.request.json").read_text())
+    body = json.dumps(req["body"]).encode()
+    f = tflow.tflow(req=tutils.treq(method=b"POST", path=req["path"].encode(), content=body))
+    f.request.headers["x-api-key"] = "sk-ant-canary-secret-0123456789"
+    f.response = None
+    return f, (MODEL_FIXTURES / f"{name}.response.sse").read_bytes()
+
+
+def test_model_stream_is_tapped_unchanged_and_recorded_without_secrets(addon: Any) -> None:
+    f, answer = model_flow("anthropic-tool-stream")
+    addon.request(f)
+    respond(f, 200, "text/event-stream", None)
+    addon.responseheaders(f)
+    tap = f.response.stream
+    assert isinstance(tap, mcp_layers.StreamTap)  # streamed through, never held back
+    for chunk in (answer[:40], answer[40:], b""):
+        assert tap(chunk) is chunk
+    addon.response(f)
+    (rec,) = records(addon.out)
+    assert rec["kind"] == "model_turn" and rec["modelTurn"]["complete"] is True
+    assert rec["modelTurn"]["toolCalls"][0]["name"] == "mcp__echo__echo"
+    text = addon.out.getvalue().decode()
+    assert "canary" not in text and "hello" not in text and "call echo" not in text
+
+
+def test_model_json_answer_is_recorded_and_left_alone(addon: Any) -> None:
+    req = json.loads((MODEL_FIXTURES / "chat-tool-json.request.json").read_text())
+    body = json.dumps(req["body"]).encode()
+    f = tflow.tflow(req=tutils.treq(method=b"POST", path=req["path"].encode(), content=body))
+    f.response = None
+    addon.request(f)
+    answer = (MODEL_FIXTURES / "chat-tool-json.response.json").read_bytes()
+    respond(f, 200, "application/json", answer)
+    addon.responseheaders(f)
+    assert not f.response.stream
+    addon.response(f)
+    (rec,) = records(addon.out)
+    assert (
+        rec["modelTurn"]["provider"] == "openai" and rec["modelTurn"]["stopReason"] == "tool_calls"
+    )
+    assert f.response.content == answer and f.request.content == body
