@@ -323,6 +323,13 @@ class ModelReader:
         if body is None:
             return
         value = try_loads(body)
+        if self.api is ModelApi.GENERATE_CONTENT and isinstance(value, list):
+            # `streamGenerateContent` without `alt=sse`: one JSON array of the chunks.
+            for n, chunk in enumerate(value[: MAX_TOOL_CALLS * 16]):
+                if isinstance(chunk, dict):
+                    self._gemini_chunk("message", chunk, ts)
+                    self.events = n + 1
+            return
         if not isinstance(value, dict):
             self.notes.append(NoteCode.MODEL_ANSWER_NOT_JSON.value)
             return

@@ -242,7 +242,7 @@ def test_error_events_and_bodies() -> None:
     b.body(b'{"error": {"type": "rate_limit", "message": "slow down"}}', 1.0)
     assert b.error == "rate_limit" and not b.terminal
     junk = ModelReader(ModelApi.GENERATE_CONTENT)
-    junk.body(b"[1, 2]", 1.0)
+    junk.body(b'"text"', 1.0)
     junk.events_of([SseEvent("message", "{not json", None, None, True)], 1.0)
     junk.events_of(sse({"candidates": "nope", "usageMetadata": [1]}), 1.0)
     assert junk.notes == ["model_answer_not_json", "model_event_not_json"]
@@ -458,3 +458,12 @@ def test_model_streams_count_against_the_buffer_budget() -> None:
     assert run.t.buffers.held > 0
     (rec,) = run.handle(StreamEnded("m1", run.tick()))
     assert run.t.buffers.held == 0 and rec["modelTurn"]["complete"] is False
+
+
+def test_gemini_stream_without_alt_sse_is_one_json_array() -> None:
+    _, _, raw, _ = fixture("gemini-tool-json")
+    r = ModelReader(ModelApi.GENERATE_CONTENT)
+    chunk = json.loads(raw)
+    r.body(json.dumps([{"candidates": []}, chunk]).encode(), 1.0)
+    ((call),) = r.tool_calls
+    assert call.name == "mcp_echo_echo" and r.terminal and r.stop_reason == "STOP"
