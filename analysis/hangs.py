@@ -130,7 +130,7 @@ def classify(
         output_at = None if s["ttft"] is None else s["started"] + s["ttft"]
         if output_at is None:
             detail = "no output"
-        elif output_at >= b - 1:
+        elif output_at >= b - 1000:  # came as the silence ended (within a second)
             detail = f"no output during the silence (the first came {s['ttft'] / 1000:.1f} s in)"
         else:
             detail = f"output came {s['ttft'] / 1000:.1f} s in, then the stream went silent"

@@ -156,3 +156,12 @@ def test_table_format_and_nothing_found(tmp_path: Path) -> None:
     quiet.call(0, 1, answer_at=0.1)
     empty = invoke("hangs", quiet.write(tmp_path / "q.jsonl", 1))
     assert empty.exit_code == 1 and "no stall" in empty.stderr
+
+
+def test_a_models_first_output_at_the_end_of_the_silence_came_after_it() -> None:
+    from mcp_layers_analysis.hangs import classify
+
+    span = {"kind": "model_turn", "started": 0, "ttft": 25_000.0, "complete": True}
+    # The silence ended 74 ms after the first output (the next moment was the stream's end).
+    assert classify([span], None, 1, 25_074)[1].startswith("no output during the silence")
+    assert classify([span], None, 1, 40_000)[1].endswith("then the stream went silent")
