@@ -53,8 +53,11 @@ from mcp_layers_core.events import (
     StreamChunk,
     StreamEnded,
     Tick,
+    WsEnded,
+    WsMessage,
 )
 from mcp_layers_core.jsonl import RecordWriter, run_file_name
+from mcp_layers_core.model_api import api_of_path
 from mcp_layers_core.otel_config import parse_headers
 from mcp_layers_core.otel_map import run_of
 from mcp_layers_core.tracker import Settings, Tracker
@@ -306,6 +309,41 @@ class Recorder:
             self._later(self._failed, flow.id, injected, time.time(), reason)
         except Exception as e:
             self.report("error", e)
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        """Responses over WebSocket (Codex): each message of a connection whose handshake
+        went to a model API path is queued for the core (a message over the body cap only
+        by its size). mitmproxy forwards the message after the hooks; nothing waits."""
+        try:
+            ws = flow.websocket
+            if ws is None or not ws.messages or api_of_path(flow.request.path) is None:
+                return
+            msg = ws.messages[-1]
+            data = msg.content if len(msg.content) <= self._max_body else None
+            req = flow.request
+            self._later(
+                self.feed,
+                WsMessage(
+                    flow.id,
+                    msg.timestamp or time.time(),
+                    msg.from_client,
+                    data,
+                    req.path,
+                    f"{req.host}:{req.port}",
+                    req.headers.get("user-agent"),
+                ),
+            )
+        except Exception as e:
+            self.report("websocket_message", e)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        try:
+            if flow.websocket is None or api_of_path(flow.request.path) is None:
+                return
+            reason = None if flow.error is None else flow.error.msg
+            self._later(self.feed, WsEnded(flow.id, time.time(), reason))
+        except Exception as e:
+            self.report("websocket_end", e)
 
     def running(self) -> None:
         try:

@@ -111,6 +111,30 @@ class FlowFailed:
 
 
 @dataclass(slots=True)
+class WsMessage:
+    """A WebSocket message on a connection whose handshake went to `path` (OpenAI
+    Responses over WebSocket: Codex's `response.create` frames and the server's events).
+    `data` is None when the message was larger than the body cap (only its size is known)."""
+
+    flow: str
+    ts: float
+    from_client: bool
+    data: bytes | None
+    path: str
+    server: str = ""
+    user_agent: str | None = None
+
+
+@dataclass(slots=True)
+class WsEnded:
+    """A WebSocket connection closed (`reason`: why, when it broke)."""
+
+    flow: str
+    ts: float
+    reason: str | None = None
+
+
+@dataclass(slots=True)
 class ProxyStopping:
     """The proxy is shutting down; whatever is still open must be written now."""
 
@@ -135,4 +159,6 @@ Event = (
     | FlowFailed
     | ProxyStopping
     | Tick
+    | WsMessage
+    | WsEnded
 )

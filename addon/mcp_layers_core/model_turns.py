@@ -67,6 +67,9 @@ class ModelFlow:
     status: int | None = None
     content_type: str | None = None
     decoder: StreamDecoder | None = None
+    #: A turn on a WebSocket (Responses over WebSocket): the connection's flow; its
+    #: events come as messages, not as a stream's bytes.
+    ws: str | None = None
     registered: int = 0  # tool calls of the reader already in the book
     notes: list[str] = field(default_factory=list)
 
@@ -91,6 +94,8 @@ class ModelBook:
         self._seq = 0
         self._results: OrderedDict[str, None] = OrderedDict()
         self.max_event_bytes = max_event_bytes
+        #: WebSocket connection flow -> the key in `open` of its turn still answering.
+        self.ws: dict[str, str] = {}
         #: What every open stream's parser holds counts against the proxy's one budget
         #: (`mcp_max_buffered_mb`), MCP streams and model streams together.
         self.budget = budget
@@ -148,9 +153,19 @@ class ModelBook:
             m.reader.body(body, ts)
             self._register(m)
 
+    def ws_event(self, m: ModelFlow, data: bytes | None, ts: float) -> None:
+        """A server message of a WebSocket turn: one event, as an SSE event's data."""
+        if data is None:
+            return  # over the cap: its size alone is known
+        text = data.decode("utf-8", "replace")
+        m.reader.events_of([SseEvent("message", text, None, None, True)], ts)
+        self._register(m)
+
     def finish(self, m: ModelFlow, ts: float, *, failed: str | None = None) -> dict[str, Any]:
         """The exchange ended (`failed`: why it broke); its record."""
         self.open.pop(m.flow, None)
+        if m.ws is not None and self.ws.get(m.ws) == m.flow:
+            del self.ws[m.ws]
         d = m.decoder
         if d is not None:
             if d.readable:
@@ -210,16 +225,17 @@ class ModelBook:
     def _record(self, m: ModelFlow, ts: float, failed: str | None) -> dict[str, Any]:
         r, req = m.reader, m.request
         notes = [*req.notes, *r.notes, *m.notes]
-        got_answer = m.status is not None and 200 <= m.status < 300
+        got_answer = m.ws is not None or (m.status is not None and 200 <= m.status < 300)
+        streaming = m.decoder is not None or m.ws is not None
         complete = r.terminal and failed is None
-        if got_answer and not complete and m.decoder is not None:
+        if got_answer and not complete and streaming:
             notes.append(NoteCode.MODEL_STREAM_CUT.value)
         if failed is not None:
             notes.append(f"{NoteCode.MODEL_FLOW_ERROR.value}:{failed[:80]}")
         if req.unnamed_results:
             notes.append(f"{NoteCode.MODEL_RESULTS_WITHOUT_ID.value}:{req.unnamed_results}")
         ttft = None
-        if r.first_output is not None and m.decoder is not None:
+        if r.first_output is not None and streaming:
             ttft = duration_ms(m.started, r.first_output)
         return new_record(
             id=m.record_id,

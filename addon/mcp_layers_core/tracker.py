@@ -60,6 +60,8 @@ from .events import (
     StreamChunk,
     StreamEnded,
     Tick,
+    WsEnded,
+    WsMessage,
 )
 from .exchanges import Exchange, Parked, PendingRequest, StreamState
 from .finished import Finished, FinishedRequest, FinishedSession, flow_of
@@ -73,6 +75,7 @@ from .jsonrpc import (
     messages_of,
     prompt_of,
     tool_of,
+    try_loads,
 )
 from .lifecycle import TRANSITIONS, Cause, LocalUsageError, Phase, Trigger, step
 from .model_api import read_request
@@ -232,6 +235,10 @@ class Tracker:
                 out += self._post(event)
             elif isinstance(event, OtherRequest):
                 out += self._other(event)
+        elif isinstance(event, WsMessage):
+            out = self._ws_message(event)
+        elif isinstance(event, WsEnded):
+            out = self._ws_ended(event)
         elif (x := self._exchanges.get(event.flow)) is not None:
             out = self._flow_event(x, event)
         elif (m := self.models.open.get(event.flow)) is not None:
@@ -420,7 +427,44 @@ class Tracker:
     def _model_record(self, m: ModelFlow, ts: float, failed: str | None) -> Emitted:
         record = self.models.finish(m, ts, failed=failed)
         record["scenario"] = self._settings.scenario
-        return Emitted(record, m.flow)
+        # A WebSocket turn is one of many on its connection's flow: no flow comment.
+        return Emitted(record, None if m.ws is not None else m.flow)
+
+    def _ws_message(self, ev: WsMessage) -> list[Emitted]:
+        """Responses over WebSocket: a client's `response.create` opens a turn, the
+        server's events answer it, its terminal event (or the next turn) ends it."""
+        book = self.models
+        key = book.ws.get(ev.flow)
+        m = book.open.get(key) if key is not None else None
+        if not ev.from_client:
+            if m is None:
+                return []
+            book.ws_event(m, ev.data, ev.ts)
+            return [self._model_record(m, ev.ts, None)] if m.reader.terminal else []
+        value = NOT_JSON if ev.data is None else try_loads(ev.data)
+        if ev.data is not None and not (
+            isinstance(value, dict) and value.get("type") == "response.create"
+        ):
+            return []  # another client frame: not a turn
+        size = 0 if ev.data is None else len(ev.data)
+        req = read_request(ev.path, value, size, unread=ev.data is None)
+        if req is None:
+            return []
+        out = [] if m is None else [self._model_record(m, ev.ts, "superseded")]
+        req.streamed = True
+        record_id = self._take_record_id()
+        turn = f"{ev.flow}/{record_id}"
+        pushed = book.start(turn, record_id, ev.ts, ev.server, ev.user_agent, req)
+        if pushed is not None:
+            out.append(self._model_record(pushed, ev.ts, None))
+        book.open[turn].ws = ev.flow
+        book.ws[ev.flow] = turn
+        return out
+
+    def _ws_ended(self, ev: WsEnded) -> list[Emitted]:
+        key = self.models.ws.get(ev.flow)
+        m = self.models.open.get(key) if key is not None else None
+        return [] if m is None else [self._model_record(m, ev.ts, ev.reason)]
 
     def _session_state(self, key: str) -> tuple[EndReason | None, bool] | None:
         found = self.sessions.find(key)

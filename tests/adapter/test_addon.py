@@ -454,3 +454,27 @@ def test_model_json_answer_is_recorded_and_left_alone(addon: Any) -> None:
         rec["modelTurn"]["provider"] == "openai" and rec["modelTurn"]["stopReason"] == "tool_calls"
     )
     assert f.response.content == answer and f.request.content == body
+
+
+def test_responses_over_websocket_becomes_model_turns(addon: Any) -> None:
+    from mitmproxy import websocket
+    from wsproto.frame_protocol import Opcode
+
+    f = tflow.twebsocketflow(messages=False)
+    f.request.path = "/v1/responses"
+    req = json.loads((MODEL_FIXTURES / "responses-tool-stream.request.json").read_text())
+    frames = [(True, json.dumps({"type": "response.create", **req["body"]}).encode())]
+    raw = (MODEL_FIXTURES / "responses-tool-stream.response.sse").read_text()
+    frames += [(False, line[6:].encode()) for line in raw.splitlines() if line.startswith("data: ")]
+    for from_client, content in frames:
+        f.websocket.messages.append(websocket.WebSocketMessage(Opcode.TEXT, from_client, content))
+        addon.websocket_message(f)
+    addon.websocket_end(f)
+    (rec,) = records(addon.out)
+    assert rec["kind"] == "model_turn" and rec["modelTurn"]["api"] == "responses"
+    assert rec["modelTurn"]["complete"] and len(rec["modelTurn"]["toolCalls"]) == 1
+    # Any other WebSocket is none of the recorder's business.
+    other = tflow.twebsocketflow()
+    addon.websocket_message(other)
+    addon.websocket_end(other)
+    assert len(records(addon.out)) == 1 and addon.errors == 0

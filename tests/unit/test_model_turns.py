@@ -467,3 +467,70 @@ def test_gemini_stream_without_alt_sse_is_one_json_array() -> None:
     r.body(json.dumps([{"candidates": []}, chunk]).encode(), 1.0)
     ((call),) = r.tool_calls
     assert call.name == "mcp_echo_echo" and r.terminal and r.stop_reason == "STOP"
+
+
+# ------------------------------------------------------------------ Responses over WebSocket
+
+
+def ws_events(name: str) -> list[bytes]:
+    """The fake model's Responses events as WebSocket messages: each SSE event's data (what
+    the server sends over the WebSocket, per moonshots §2.1)."""
+    _, _, raw, _ = fixture(name)
+    out = []
+    for block in raw.decode().split("\n\n"):
+        for line in block.splitlines():
+            if line.startswith("data: "):
+                out.append(line[6:].encode())
+    return out
+
+
+def test_responses_over_websocket_one_turn_per_response_create() -> None:
+    from mcp_layers_core.events import WsEnded, WsMessage
+
+    run = Agent()
+    _, body, _, _ = fixture("responses-tool-stream")
+    create = json.dumps({"type": "response.create", **body}).encode()
+    path = "/v1/responses"
+    assert run.handle(WsMessage("w", run.tick(), True, b'{"type":"session.update"}', path)) == []
+    assert run.handle(WsMessage("w", run.tick(), True, create, path, MODEL_SERVER)) == []
+    out: list[dict[str, Any]] = []
+    for data in ws_events("responses-tool-stream"):
+        out += run.handle(WsMessage("w", run.tick(), False, data, path))
+    (turn,) = out
+    mt = turn["modelTurn"]
+    assert (mt["provider"], mt["api"], mt["streamed"], mt["complete"]) == (
+        "openai",
+        "responses",
+        True,
+        True,
+    )
+    call_id = mt["toolCalls"][0]["id"]
+    flow = mcp_call(run, 1, {"callId": call_id})
+    (rec,) = run.json(flow, 200, result(1, content=[]))
+    assert rec["modelCall"] == {"turn": turn["id"], "toolCallId": call_id, "join": "exact"}
+    # The next turn on the same connection, cut by the connection's end.
+    _, body2, _, _ = fixture("responses-result-stream")
+    create2 = json.dumps({"type": "response.create", **body2}).encode()
+    run.handle(WsMessage("w", run.tick(), True, create2, path, MODEL_SERVER))
+    run.handle(WsMessage("w", run.tick(), False, ws_events("responses-result-stream")[0], path))
+    (cut,) = run.handle(WsEnded("w", run.tick(), "connection reset"))
+    assert cut["modelTurn"]["toolResults"] == ["call_lab1"] and not cut["modelTurn"]["complete"]
+    assert "model_stream_cut" in cut["notes"]
+    assert not run.t.models.open and not run.t.models.ws
+
+
+def test_websocket_messages_elsewhere_and_server_frames_without_a_turn_are_ignored() -> None:
+    from mcp_layers_core.events import WsEnded, WsMessage
+
+    run = Agent()
+    assert run.handle(WsMessage("w", run.tick(), False, b'{"type":"x"}', "/v1/responses")) == []
+    assert run.handle(WsMessage("w", run.tick(), True, b"\x00binary", "/v1/responses")) == []
+    assert run.handle(WsEnded("w", run.tick())) == []
+    # A create too large to read is a turn all the same, from the path alone.
+    (rec,) = [
+        *run.handle(WsMessage("v", run.tick(), True, None, "/v1/responses")),
+        *run.handle(WsEnded("v", run.tick())),
+    ]
+    assert rec["modelTurn"]["provider"] == "openai" and rec["notes"][0].startswith(
+        "model_request_unread"
+    )
