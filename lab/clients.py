@@ -532,6 +532,12 @@ def _langchain_mcp(s: Setup) -> Launch:
     return Launch(argv, {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"})
 
 
+def _mcp_use(s: Setup) -> Launch:
+    argv = [_venv_bin(s, "python"), str(LAB / "mcp_use_agent.py"), s.mcp_url, s.model_url, s.prompt]
+    # PostHog and Scarf telemetry are on unless this says otherwise.
+    return Launch(argv, {"MCP_USE_ANONYMIZED_TELEMETRY": "false"})
+
+
 def _openai_agents_js(s: Setup) -> Launch:
     node = shutil.which("node") or "node"
     argv = [node, _node_driver(s, "openai_agents_agent.mjs"), s.mcp_url, s.model_url, s.prompt]
@@ -695,6 +701,16 @@ CLIENTS: Final[tuple[Client, ...]] = (
         extra=("langgraph==1.2.24", "langchain-openai==1.7.4", "mcp==1.30.0", "httpx==0.29.0"),
         telemetry="LangSmith tracing is opt-in; `LANGSMITH_TRACING=false` and "
         "`LANGCHAIN_TRACING_V2=false` say so explicitly",
+    ),
+    Client(
+        "mcp-use",
+        "1.7.1",
+        "mcp-use@1.7.1",
+        "chat",
+        _mcp_use,
+        pypi="mcp-use",
+        extra=("langchain-openai==1.7.4", "mcp==1.30.0", "httpx==0.29.0"),
+        telemetry="PostHog and Scarf, on by default: `MCP_USE_ANONYMIZED_TELEMETRY=false`",
     ),
     Client(
         "openai-agents-js",

@@ -198,7 +198,8 @@ class Cell:
 _HINTS: Final = (
     (re.compile(r"-32\d{3}"), None),
     (re.compile(r"Injected tool failure"), "isError"),
-    (re.compile(r"\b(?:HTTP |status |code[: ]*)?(4\d\d|5\d\d)\b"), None),
+    # Not a stack trace's line number (mcp-use hands the model its traceback).
+    (re.compile(r"(?<!line )\b(?:HTTP |status |code[: ]*)?(4\d\d|5\d\d)\b"), None),
     (re.compile(r"(?i)timed? ?out"), "timeout"),
     (re.compile(r"(?i)abort"), "aborted"),
     (re.compile(r"(?i)session"), "session"),

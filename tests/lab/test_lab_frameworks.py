@@ -25,6 +25,7 @@ FRAMEWORKS = (
     "ax-ts-modern",
     "ax-py-modern",
     "langchain-mcp",
+    "mcp-use",
     "openai-agents-js",
 )
 EXACT = re.compile(r"\d+\.\d+\.\d+")
@@ -105,6 +106,7 @@ def test_a_framework_launch_runs_its_driver_at_loopback(name: str, tmp_path: Pat
     telemetry_env = {
         "langchain-mcp": {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"},
         "openai-agents-js": {"OPENAI_AGENTS_DISABLE_TRACING": "1"},
+        "mcp-use": {"MCP_USE_ANONYMIZED_TELEMETRY": "false"},
     }
     assert telemetry_env.get(name, {}).items() <= launch.env.items()
 
@@ -223,3 +225,16 @@ def test_a_client_that_changed_era_between_runs_has_it_in_every_cell() -> None:
     assert "2025-11-25 (sessions), 2026-07-28 (stateless) |" in text
     assert "| `none` | ax-ts (2025-11-25 (sessions)) |" in text
     assert "| `tool_error` | ax-ts (2026-07-28 (stateless)) |" in text
+
+
+def test_a_stack_traces_line_number_is_no_status() -> None:
+    from mcp_layers_lab import matrix
+
+    # What mcp-use hands the model after a 503 (the Python SDK 1.x saw the stream close).
+    text = (
+        '{"error": "RuntimeError", "details": "Tool call \'echo\' failed due to connection '
+        'loss: Connection closed", "stack": "Traceback (most recent call last):\\n  File '
+        '\\"/x/mcp_use/client/connectors/base.py\\", line 469, in call_tool'
+    )
+    assert matrix.hint(text) == "connection"
+    assert matrix.hint("Error POSTing to endpoint (HTTP 503), line 12") == "503"

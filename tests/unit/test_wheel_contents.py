@@ -44,7 +44,7 @@ OPTIONAL = {
 #: Shipped scripts that run in another interpreter: the lab's framework drivers, each run
 #: by the virtualenv the lab installs for its client (lab/clients.py pins what they
 #: import), never imported by the product.
-ELSEWHERE = frozenset({"mcp_layers_lab/ax_agent.py", "mcp_layers_lab/langgraph_agent.py"})
+ELSEWHERE = frozenset(f"mcp_layers_lab/{name}_agent.py" for name in ("ax", "langgraph", "mcp_use"))
 
 
 def _source_files() -> list[str]:
@@ -178,7 +178,7 @@ def test_the_wheel_carries_the_product_and_no_test_support(wheel: Path) -> None:
     # The lab's agent drivers, run from the package (Node ones are data, not modules).
     drivers = ("ts_agent.mjs", "vercel_agent.mjs", "ax_agent.mjs", "openai_agents_agent.mjs")
     assert {f"mcp_layers_lab/{d}" for d in drivers} <= set(names)
-    assert {"mcp_layers_lab/ax_agent.py", "mcp_layers_lab/langgraph_agent.py"} <= set(names)
+    assert set(names) >= ELSEWHERE
     assert not tops & set(TEST_SUPPORT), sorted(n for n in names if _top_level(n) in TEST_SUPPORT)
     for name in names:
         parts = name.split("/")
