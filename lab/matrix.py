@@ -283,7 +283,7 @@ def build_cell(run: RunResult) -> Cell:
         cell.notes.append("the client printed other results than the model received")
     # A replayed run has no fault of its own: its recording holds what the fault did. A
     # fault with no rule at the proxy (the fake model stalls: `model_hang`) marks nothing.
-    at_proxy = fault.preset not in (None, "none") or fault.rule is not None
+    at_proxy = fault.sets() != presets.fault("none").sets()
     if at_proxy and cell.fired == 0 and run.replayed is None:
         cell.inapplicable = inapplicable(fault, records)
         if cell.inapplicable is None:

@@ -59,7 +59,6 @@ ALLOWED: Final[dict[tuple[str, str], str]] = {
     ("lab/fake_model.py", "last.verdict == 'error'"): (
         "the fake model's verdict on a tool result (`ok`/`error`), not `sse.end`"
     ),
-    ("lab/matrix.py", "fault.name != 'none'"): "the lab's no-fault preset, not a retry origin",
     ("lab/matrix.py", "last == 'none'"): (
         "what a client printed when it had no tool result, not a retry origin"
     ),
