@@ -91,6 +91,9 @@ class ModelBook:
         self.open: OrderedDict[str, ModelFlow] = OrderedDict()
         self._calls: OrderedDict[int, _Known] = OrderedDict()
         self._by_id: dict[str, _Known] = {}
+        #: argsHash -> the known calls with those arguments, oldest first: an inferred
+        #: join looks at these few, not at every call remembered.
+        self._by_hash: dict[str | None, list[_Known]] = {}
         self._seq = 0
         self._results: OrderedDict[str, None] = OrderedDict()
         self.max_event_bytes = max_event_bytes
@@ -185,10 +188,16 @@ class ModelBook:
             self._calls[self._seq] = known
             if call.id is not None:
                 self._by_id[call.id] = known
+            self._by_hash.setdefault(call.args_hash, []).append(known)
             if len(self._calls) > MAX_KNOWN_CALLS:
                 _, old = self._calls.popitem(last=False)
                 if old.id is not None and self._by_id.get(old.id) is old:
                     del self._by_id[old.id]
+                same = self._by_hash.get(old.args_hash)
+                if same:
+                    same.remove(old)  # the oldest: first in its list
+                    if not same:
+                        del self._by_hash[old.args_hash]
         m.registered = len(calls)
 
     # -- the MCP side
@@ -208,8 +217,8 @@ class ModelBook:
                         return ModelCall(known.turn, known.id, ModelJoin.EXACT)
         wanted = args_hash(params.get("arguments") or {})
         latest: _Known | None = None
-        for known in self._calls.values():
-            if known.args_hash == wanted and _name_matches(known.name, tool):
+        for known in self._by_hash.get(wanted, ()):
+            if _name_matches(known.name, tool):
                 if not known.joined:
                     known.joined = True
                     return ModelCall(known.turn, known.id, ModelJoin.INFERRED)

@@ -534,3 +534,20 @@ def test_websocket_messages_elsewhere_and_server_frames_without_a_turn_are_ignor
     assert rec["modelTurn"]["provider"] == "openai" and rec["notes"][0].startswith(
         "model_request_unread"
     )
+
+
+def test_the_join_index_stays_bounded() -> None:
+    from mcp_layers_core import model_turns
+
+    book = model_turns.ModelBook(1 << 20)
+    req = read_request("/v1/chat/completions", b'{"messages": []}')
+    assert req is not None
+    for i in range(model_turns.MAX_KNOWN_CALLS + 50):
+        assert book.start(f"f{i}", i, 0.0, "m:1", None, req) is None
+        flow = book.open[f"f{i}"]
+        flow.reader._call(f"call_{i}", "t", args_hash({"n": i % 7}))
+        book.finish(flow, 1.0)
+    assert sum(len(v) for v in book._by_hash.values()) == model_turns.MAX_KNOWN_CALLS
+    assert len(book._by_id) == model_turns.MAX_KNOWN_CALLS
+    joined = book.join("t", {"arguments": {"n": 3}})
+    assert joined is not None and joined.join == "inferred"
