@@ -466,6 +466,12 @@ def _py_sdk(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
+def _py_sdk_modern(s: Setup) -> Launch:
+    # The SDK's own choice (`auto`): 2026-07-28, stateless, against the lab's server.
+    launch = _py_sdk(s)
+    return Launch([*launch.argv, "--mode", "auto"], launch.env)
+
+
 def _ts_sdk(s: Setup) -> Launch:
     node = shutil.which("node") or "node"
     argv = [node, str(LAB / "ts_agent.mjs"), s.mcp_url, s.model_url, s.prompt]
@@ -621,6 +627,14 @@ CLIENTS: Final[tuple[Client, ...]] = (
         f"lab-py-sdk@{PY_SDK_VERSION}",
         "anthropic",
         _py_sdk,
+        agent=False,
+    ),
+    Client(
+        "py-sdk-modern",
+        PY_SDK_VERSION,
+        f"lab-py-sdk@{PY_SDK_VERSION}",
+        "anthropic",
+        _py_sdk_modern,
         agent=False,
     ),
     Client(

@@ -3,7 +3,8 @@
 ``python -m mcp_layers_lab.sdk_agent --mcp URL --model URL [--prompt TEXT]``
 
 It does what the coding agents do, with nothing of its own on top of the SDK: connect
-(the 2025-11-25 handshake with a session, ``mode="legacy"``, the era the agents speak),
+(the 2025-11-25 handshake with a session, ``mode="legacy"``, the era the agents speak;
+``--mode auto`` lets the SDK pick, which is 2026-07-28, stateless, against the lab's server),
 list the tools, offer them to the model (Anthropic Messages, one JSON answer per turn),
 call what the model asks for and hand the result back (an exception becomes an error
 result, as the agents do), until the model answers with text. If the server cannot be
@@ -69,10 +70,11 @@ def ask_model(model_url: str, messages: list[Any], tools: list[dict[str, Any]]) 
 
 
 class Agent:
-    def __init__(self, mcp_url: str, model_url: str, prompt: str) -> None:
+    def __init__(self, mcp_url: str, model_url: str, prompt: str, mode: str = "legacy") -> None:
         self.mcp_url = mcp_url
         self.model_url = model_url
         self.prompt = prompt
+        self.mode = mode  #: the SDK's connect mode: `legacy` (a session) or `auto`
         self.out: dict[str, Any] = {"connectError": None, "tools": [], "calls": [], "final": None}
         self.started = False
 
@@ -117,7 +119,7 @@ class Agent:
         try:
             async with Client(
                 streamable_http_client(self.mcp_url),
-                mode="legacy",
+                mode=self.mode,
                 client_info=info,
             ) as client:
                 try:
@@ -141,8 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mcp", required=True, help="the MCP endpoint")
     parser.add_argument("--model", required=True, help="the fake model API, without a path")
     parser.add_argument("--prompt", default="Call the echo tool with text hello")
+    parser.add_argument(
+        "--mode",
+        choices=["legacy", "auto"],
+        default="legacy",
+        help="legacy: 2025-11-25 with a session (default); auto: the SDK's choice",
+    )
     args = parser.parse_args(argv)
-    agent = Agent(args.mcp, args.model, args.prompt)
+    agent = Agent(args.mcp, args.model, args.prompt, args.mode)
 
     async def bounded() -> dict[str, Any]:
         with anyio.fail_after(RUN_TIMEOUT_S):

@@ -238,3 +238,12 @@ def test_a_stack_traces_line_number_is_no_status() -> None:
     )
     assert matrix.hint(text) == "connection"
     assert matrix.hint("Error POSTing to endpoint (HTTP 503), line 12") == "503"
+
+
+def test_the_python_sdk_runs_in_both_eras(tmp_path: Path) -> None:
+    legacy = clients.client("py-sdk").launch(_setup(tmp_path))
+    (tmp_path / "b").mkdir()
+    modern = clients.client("py-sdk-modern").launch(_setup(tmp_path / "b"))
+    assert "--mode" not in legacy.argv  # the SDK agent's default: legacy, a session
+    assert modern.argv[-2:] == ["--mode", "auto"]  # the SDK's choice: 2026-07-28 here
+    assert modern.argv[:-2] == [a.replace("/b/", "/") for a in legacy.argv]
