@@ -585,7 +585,9 @@ FIELDS: Final[tuple[Field, ...]] = (
         "carried only notifications), `response` (a POST that carried the client's answer "
         "to a server request), `session_end` (a DELETE or the proxy's end of a session), "
         "`stream` (a GET event stream of a session, standby or resumption, written when "
-        "it ends; `httpStatuses` holds its status, `sse` how it went)",
+        "it ends; `httpStatuses` holds its status, `sse` how it went), `model_turn` (a "
+        "model API request and its answer, seen in the same proxy: `modelTurn`; "
+        "docs/model-turns.md)",
     ),
     Field(
         "ts",
