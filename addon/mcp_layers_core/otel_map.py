@@ -379,7 +379,12 @@ class SpanMapper:
 
     def map(self, record: dict[str, Any]) -> Mapped:
         out = Mapped()
-        if record.get("kind") == Kind.SESSION_END:
+        kind = record.get("kind")
+        if kind == Kind.MODEL_TURN:
+            # Not an MCP exchange: the MCP semantic conventions do not fit it, and it is not
+            # counted among the exchanges. Not exported yet (docs/model-turns.md).
+            return out
+        if kind == Kind.SESSION_END:
             self._session_span(record, out)
         else:
             self._exchange_span(record, out)

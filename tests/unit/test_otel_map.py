@@ -390,3 +390,9 @@ def test_the_tracker_records_the_prompt_name() -> None:
         t.handle(ResponseBody("f", 1.2, b'{"jsonrpc":"2.0","id":1,"result":{"messages":[]}}'))
     )
     assert record["prompt"] == "review" and record["tool"] is None
+
+
+def test_model_turns_are_not_exported_as_mcp_exchanges() -> None:
+    turn = new_record(id=9, kind="model_turn", ts="2026-11-30T15:41:21.000Z", server=SERVER)
+    out = SpanMapper(run_of(RUN)).map(turn)
+    assert out.spans == [] and out.measurements == []
