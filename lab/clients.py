@@ -449,6 +449,12 @@ def _fast_agent(s: Setup) -> Launch:
     return Launch(argv, env)
 
 
+def _fast_agent_legacy(s: Setup) -> Launch:
+    # Left to `auto` it picks 2026-07-28 against the lab's server; this pins the session era.
+    launch = _fast_agent(s)
+    return Launch([*launch.argv, "--mcp-protocol", "legacy"], launch.env)
+
+
 def _py_sdk(s: Setup) -> Launch:
     argv = [
         sys.executable,
@@ -612,6 +618,15 @@ CLIENTS: Final[tuple[Client, ...]] = (
         "chat",
         _fast_agent,
         pypi="fast-agent-mcp",
+    ),
+    Client(
+        "fast-agent-legacy",
+        "0.10.48",
+        "fast-agent-mcp@0.10.48",
+        "chat",
+        _fast_agent_legacy,
+        pypi="fast-agent-mcp",
+        shares="fast-agent",
     ),
     Client(
         "qwen-code",

@@ -247,3 +247,14 @@ def test_the_python_sdk_runs_in_both_eras(tmp_path: Path) -> None:
     assert "--mode" not in legacy.argv  # the SDK agent's default: legacy, a session
     assert modern.argv[-2:] == ["--mode", "auto"]  # the SDK's choice: 2026-07-28 here
     assert modern.argv[:-2] == [a.replace("/b/", "/") for a in legacy.argv]
+
+
+def test_fast_agent_runs_in_both_eras(tmp_path: Path) -> None:
+    base, legacy = clients.client("fast-agent"), clients.client("fast-agent-legacy")
+    assert legacy.shares == "fast-agent" and legacy.install_label == base.install_label
+    assert (legacy.pypi, legacy.version) == (base.pypi, base.version)
+    launch = legacy.launch(_setup(tmp_path))
+    # Left to `auto` it speaks 2026-07-28 against the lab's server; this pins sessions.
+    assert launch.argv[-2:] == ["--mcp-protocol", "legacy"]
+    (tmp_path / "b").mkdir()
+    assert "--mcp-protocol" not in base.launch(_setup(tmp_path / "b")).argv
