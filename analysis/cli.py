@@ -69,6 +69,8 @@ class Reading:
     spark_master: str | None = None
     #: `--format junit|sarif` (`verdicts` only): a CI system's format, not a table.
     ci_format: str | None = None
+    #: Read and write the records cache (analysis/cache.py); `--no-cache` says not to.
+    cache: bool = True
 
 
 #: The formats only `verdicts` writes (verdict_formats.CI_FORMATS: named here so that
@@ -180,6 +182,12 @@ def reading_options(fn: Callable[..., Any], *, ci_formats: bool = False) -> Call
             default=True,
             help="A progress bar on stderr for big inputs, when it is a terminal.",
         ),
+        click.option(
+            "--no-cache",
+            is_flag=True,
+            help="Read the inputs themselves: neither read nor write the records cache "
+            "(mcp-layers cache info).",
+        ),
     ]
 
     def wrapper(**kwargs: Any) -> Any:
@@ -203,6 +211,7 @@ def reading_options(fn: Callable[..., Any], *, ci_formats: bool = False) -> Call
             engine=kwargs.pop("engine"),
             spark_master=kwargs.pop("spark_master"),
             ci_format=ci_format,
+            cache=not kwargs.pop("no_cache"),
         )
         return fn(reading=reading, **kwargs)
 
@@ -311,7 +320,7 @@ def open_engine(reading: Reading) -> Engine:
             ) from None
     from .duck import DuckEngine
 
-    return DuckEngine(threads=reading.jobs)
+    return DuckEngine(threads=reading.jobs, cache=reading.cache)
 
 
 def _warn(message: str) -> None:
@@ -580,15 +589,6 @@ def show(reading: Reading, session: str) -> None:
     write(reading, sessions_mod.SHOW_HEADERS, rows)
 
 
-@cli.command(short_help="Write one self-contained HTML page: overview, retries, sessions, compare.")
-@click.option(
-    "-o",
-    "--output",
-    "target",
-    default="report.html",
-    show_default=True,
-    metavar="FILE",
-    type=click.Path(dir_okay=False, writable=True),
 @cli.command(short_help="Each stall of an agent's run, and who was waited on.")
 @reading_options
 @click.option(
@@ -625,6 +625,15 @@ def hangs(reading: Reading, min_s: float) -> None:
         nothing_matched(reading, report, "stall")
 
 
+@cli.command(short_help="Write one self-contained HTML page: overview, retries, sessions, compare.")
+@click.option(
+    "-o",
+    "--output",
+    "target",
+    default="report.html",
+    show_default=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False, writable=True),
     help="The HTML file to write.",
 )
 @click.option("--title", default="mcp-layers report", show_default=True, help="The page's title.")
@@ -682,8 +691,14 @@ def report(reading: Reading, target: str, title: str) -> None:
     help="The zip to write.",
 )
 @click.option("--force", is_flag=True, help="Overwrite FILE.zip if it exists.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the records cache.")
 def bundle(
-    paths: tuple[str, ...], session: str | None, client: str | None, target: str, force: bool
+    paths: tuple[str, ...],
+    session: str | None,
+    client: str | None,
+    target: str,
+    force: bool,
+    no_cache: bool,
 ) -> None:
     """Write what to attach to an issue in a client's tracker, as one zip: the records of
     one session (--session) or one client (--client), as recorded; their report page;
@@ -716,7 +731,7 @@ def bundle(
         raise UsageFailure(f"{target} exists; --force overwrites it")
     with tempfile.TemporaryDirectory(prefix="mcp-layers-bundle-") as tmp:
         spooled = _spool_stdin(paths, Path(tmp))
-        members = _bundle_members(spooled, subject, Path(tmp))
+        members = _bundle_members(spooled, subject, Path(tmp), cache=not no_cache)
         data = bundle_mod.zip_bytes(members)
     # Written beside the target, then renamed: a bundle is whole or absent.
     partial = out.with_name(f".{out.name}.partial")
@@ -744,7 +759,9 @@ def _spool_stdin(paths: tuple[str, ...], tmp: Path) -> tuple[str, ...]:
     return tuple(str(spool) if p == inputs.STDIN else p for p in paths)
 
 
-def _bundle_members(paths: tuple[str, ...], subject: Subject, tmp: Path) -> dict[str, bytes]:
+def _bundle_members(
+    paths: tuple[str, ...], subject: Subject, tmp: Path, *, cache: bool = True
+) -> dict[str, bytes]:
     """The zip's members: the records chosen from the inputs, then the figures over them."""
     from datetime import datetime
 
@@ -765,6 +782,8 @@ def _bundle_members(paths: tuple[str, ...], subject: Subject, tmp: Path) -> dict
         strict=False,
         lenient=False,
         progress=False,
+        # stdin, spooled into `tmp`, is read once: not worth an entry (`paths` names it).
+        cache=cache and inputs.STDIN not in paths,
     )
     found: list[Instance] = []
     verdict_rows: list[list[str | None]] = []
@@ -1042,6 +1061,65 @@ def addon() -> None:
         click.echo(script.path())
     except LookupError as exc:
         raise UsageFailure(f"{exc}; reinstall mcp-layers (pip install mcp-layers)") from None
+
+
+@cli.group(short_help="The records cache: where it is, what it holds; clear it.")
+def cache() -> None:
+    """The records cache: the first read of an input keeps its records, typed, in a
+    DuckDB file under $MCP_LAYERS_CACHE_DIR (else $XDG_CACHE_HOME/mcp-layers/records,
+    else ~/.cache/mcp-layers/records), and later reads of the unchanged input read that
+    instead. Bounded by $MCP_LAYERS_CACHE_MB (default: 2 GB, or a tenth of the free disk
+    if less); the least recently used entries go first. --no-cache on a command skips it.
+
+    \b
+    Example:
+        mcp-layers cache info
+        mcp-layers cache clear
+    """
+
+
+@cache.command(name="info", short_help="Where the cache is, its entries and their size.")
+def cache_info() -> None:
+    """Print the cache's directory, how many entries it holds, their total size, the
+    bound, and when an entry was last used (oldest and newest).
+
+    \b
+    Example:
+        mcp-layers cache info
+    """
+    from . import cache as cache_mod
+
+    u = cache_mod.usage()
+
+    def when(t: float | None) -> str:
+        if t is None:
+            return "-"
+        return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    with reader_may_leave():
+        click.echo(f"directory   {u.directory}")
+        click.echo(f"entries     {u.entries}")
+        click.echo(f"size        {u.total_bytes / 1024**2:.1f} MiB")
+        click.echo(f"bound       {u.limit_bytes / 1024**2:.0f} MiB")
+        click.echo(f"last used   {when(u.oldest_use)} (oldest), {when(u.newest_use)} (newest)")
+
+
+@cache.command(name="clear", short_help="Remove every entry of the cache.")
+def cache_clear() -> None:
+    """Remove every entry of the records cache (the next read of each input builds its
+    entry again).
+
+    \b
+    Example:
+        mcp-layers cache clear
+    """
+    from . import cache as cache_mod
+
+    n, size = cache_mod.clear()
+    _warn(
+        f"mcp-layers: {_counted(n, 'entry').replace('entrys', 'entries')} removed "
+        f"({size / 1024**2:.1f} MiB) from {cache_mod.directory()}"
+    )
 
 
 # The replay server is a command of its own module (analysis/replay/command.py).

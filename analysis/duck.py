@@ -36,7 +36,11 @@ try:
 except ImportError:  # a DuckDB older than the split into `_duckdb` and `duckdb`
     import duckdb  # type: ignore[no-redef]
 
-from .errors import AnalysisError
+import contextlib
+
+from .cache import SUFFIX as CACHE_SUFFIX
+from .cache import Cache
+from .errors import AnalysisError, NewerRecordVersion
 from .inputs import Source
 from .load import Input, Report, Warn, cleaned, on_disk
 from .table import SEQUENCE, SOURCE, TABLE, read_columns
@@ -73,6 +77,9 @@ LARGE_OBJECT_BYTES: Final = 128 * 1024 * 1024
 
 T = TypeVar("T")
 
+#: Stands for an input's name in the report a cache entry keeps (see DuckEngine._build).
+NAME_MARK: Final = "\x00input\x00"
+
 
 def _columns_struct(columns: dict[str, str]) -> str:
     return "{" + ", ".join(f"'{n}': '{t}'" for n, t in columns.items()) + "}"
@@ -85,9 +92,13 @@ def _scan(
     kept only when it is a record (see CHECK)."""
     struct = _columns_struct(columns)
     names = ", ".join(columns)
+    # A cache entry holds records only, checked when it was built: `v` is 1 on every row.
+    cached = ", ".join("CAST('1' AS JSON) AS v" if n == "v" else n for n in columns)
     parts = [
-        f"SELECT {inp.index} AS {SOURCE}, {names} FROM read_json("
-        f"'{inp.path.replace(chr(39), chr(39) * 2)}', format='newline_delimited', "
+        f"SELECT {inp.index} AS {SOURCE}, {cached} FROM {inp.table}"
+        if inp.table is not None
+        else f"SELECT {inp.index} AS {SOURCE}, {names} FROM read_json("
+        f"{_quote(inp.path)}, format='newline_delimited', "
         f"columns={struct}, compression='{'gzip' if inp.gzip else 'none'}', "
         f"maximum_object_size={object_bytes}) WHERE {CHECK}"
         for inp in inputs
@@ -95,12 +106,17 @@ def _scan(
     return "\nUNION ALL\n".join(parts)
 
 
+def _quote(path: str | Path) -> str:
+    """A path as an SQL string literal."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 class DuckEngine:
     """Reads the inputs with DuckDB and answers queries (in DuckDB's dialect)."""
 
     dialect: Final = "duckdb"
 
-    def __init__(self, *, threads: int | None = None) -> None:
+    def __init__(self, *, threads: int | None = None, cache: bool = False) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="mcp-layers-")
         self.spool = Path(self.tmp.name)
         config: dict[str, Any] = {
@@ -119,6 +135,11 @@ class DuckEngine:
         # True while the view reads inputs not yet known to be clean.
         self.unchecked = False
         self.object_bytes = OBJECT_BYTES
+        # The records cache (analysis/cache.py): used for inputs on disk when `cache`.
+        self.use_cache = cache
+        self.cache: Cache | None = None
+        self.entries: dict[int, Path] = {}  # input index -> the entry it is read from
+        self.attached = 0  # databases attached so far (entries read or built): their names
 
     def close(self) -> None:
         self.con.close()
@@ -143,6 +164,8 @@ class DuckEngine:
         self.report = Report()
         self.warn = warn
         self.inputs = on_disk(sources, self.spool)
+        if self.use_cache:
+            self.inputs = self._from_cache(self.inputs, sources)
         # Only the columns named are declared to the reader: each one declared costs the
         # JSON reader time on every line even when no query reads it (about 1 % of a query).
         self.cols = read_columns(None if columns is None else ("v", "id", *columns))
@@ -213,13 +236,22 @@ class DuckEngine:
             raise AnalysisError(f"{what}: {exc}") from None
 
     def _cleaned(self, inputs: Sequence[Input]) -> list[Input]:
-        """Each input as it is when it reads clean alone, else its good lines (reported)."""
-        if len(inputs) == 1:  # the one that failed
-            return [cleaned(inputs[0], self.spool, self.warn, self.report)]
-        return [
-            inp if self._clean_alone(inp) else cleaned(inp, self.spool, self.warn, self.report)
-            for inp in inputs
-        ]
+        """Each input as it is when it reads clean alone, else its good lines (reported).
+
+        A cache entry that does not read clean is damaged (its records were checked when
+        it was built): it is removed, and its input read instead."""
+        out = []
+        for inp in inputs:
+            check = len(inputs) > 1  # else it is the one that failed
+            if inp.table is not None:
+                if self._clean_alone(inp):
+                    out.append(inp)
+                    continue
+                inp = self._forget(inp)
+                check = True
+            clean = check and self._clean_alone(inp)
+            out.append(inp if clean else cleaned(inp, self.spool, self.warn, self.report))
+        return out
 
     def _clean_alone(self, inp: Input) -> bool:
         # Every column is read (hashed): a bare count would read `v` only, and pass lines
@@ -269,3 +301,130 @@ class DuckEngine:
                 f"TO '{target}' (FORMAT parquet, PARTITION_BY (day), OVERWRITE_OR_IGNORE true)"
             )
         )
+
+    # ----------------------------------------------------------------- the records cache
+
+    def _from_cache(self, inputs: Sequence[Input], sources: Sequence[Source]) -> list[Input]:
+        """Each input on disk read from its cache entry, built first when there is none.
+
+        What building found (bad lines, a gzip stream cut short) is kept in the entry and
+        reported again, as it was the first time, each time the entry is read.
+        """
+        from .cache import key
+
+        if self.cache is None:
+            self.cache = Cache(self.warn)
+        out = []
+        for inp, src in zip(inputs, sources, strict=True):
+            if src.path is None or self.cache.disabled:
+                out.append(inp)  # stdin is never cached: it cannot be read twice to check
+                continue
+            try:
+                k = key(inp.path, engine=str(getattr(duckdb, "__version__", "?")))
+            except OSError:
+                out.append(inp)  # the read itself will say what is wrong
+                continue
+            found = self.cache.lookup(k)
+            if found is not None:
+                opened = self._open_entry(inp, found)
+                if opened is not None:
+                    out.append(opened)
+                    continue
+                self.cache.discard(found)  # damaged, or half of something: built again
+            built = self._build(inp)
+            stored = self.cache.store(built, k)
+            opened = self._open_entry(inp, stored or built)
+            if opened is None:  # cannot happen to a file just written; read the input
+                out.append(inp)
+                continue
+            if stored is None:
+                self.entries.pop(inp.index, None)  # in the spool: not the cache's to discard
+            out.append(opened)
+        return out
+
+    def _attach(self, path: Path, *, read_only: bool) -> str:
+        name = f"mcp_layers_entry_{self.attached}"
+        self.attached += 1
+        mode = " (READ_ONLY)" if read_only else ""
+        self.con.execute(f"ATTACH {_quote(path)} AS {name}{mode}")
+        return name
+
+    def _open_entry(self, inp: Input, path: Path) -> Input | None:
+        """`inp` read from the entry at `path`, its report replayed; None when the entry
+        does not read (damaged, cut short, written by another DuckDB)."""
+        name = None
+        try:
+            name = self._attach(path, read_only=True)
+            row = self.con.execute(
+                f"SELECT records, bad_lines, warnings, messages FROM {name}.meta"
+            ).fetchone()
+            if row is None:
+                raise duckdb.InvalidInputException("an entry without its report")
+        except QUERY_FAILED:
+            if name is not None:
+                self._detach(name)
+            return None
+        _, bad, warnings, messages = row
+        for line in warnings:
+            self.warn(line.replace(NAME_MARK, inp.name))
+        self.report.bad_lines += int(bad)
+        self.report.messages.extend(m.replace(NAME_MARK, inp.name) for m in messages)
+        self.entries[inp.index] = path
+        return Input(inp.index, inp.name, inp.path, inp.gzip, table=f"{name}.records")
+
+    def _detach(self, name: str) -> None:
+        with contextlib.suppress(*QUERY_FAILED):
+            self.con.execute(f"DETACH {name}")
+
+    def _forget(self, inp: Input) -> Input:
+        """A damaged entry removed; the input, to be read as it is."""
+        assert inp.table is not None
+        self._detach(inp.table.split(".")[0])
+        path = self.entries.pop(inp.index, None)
+        if path is not None and self.cache is not None:
+            self.cache.discard(path)
+        return Input(inp.index, inp.name, inp.path, inp.gzip)
+
+    def _build(self, inp: Input) -> Path:
+        """A cache entry of `inp`, in the spool: its records (every column, typed) in the
+        table `records`, in input order, and in `meta` what reading it found.
+
+        Its bad lines are located and reported as the engine always does (`cleaned`), but
+        collected, with a mark for the input's name (the next command may name the same
+        file otherwise: `./rec.jsonl`); the caller replays them from the entry.
+        """
+        target = self.spool / f"entry-{self.attached}{CACHE_SUFFIX}"
+        name = self._attach(target, read_only=False)
+        marked = Input(inp.index, NAME_MARK, inp.path, inp.gzip)
+        warnings: list[str] = []
+        found = Report()
+        cols = read_columns()
+
+        def create(src: Input, object_bytes: int) -> None:
+            self.con.execute(
+                f"CREATE OR REPLACE TABLE {name}.records AS SELECT * EXCLUDE ({SOURCE}, v) "
+                f"FROM ({_scan([src], cols, object_bytes)})"
+            )
+
+        try:
+            try:
+                create(marked, self.object_bytes)
+            except READ_ERRORS:
+                clean = cleaned(marked, self.spool, warnings.append, found)
+                create(clean, LARGE_OBJECT_BYTES)
+            row = self.con.execute(f"SELECT count(*) FROM {name}.records").fetchone()
+            self.con.execute(
+                f"CREATE TABLE {name}.meta AS SELECT ?::BIGINT AS records, "
+                f"?::BIGINT AS bad_lines, ?::VARCHAR[] AS warnings, ?::VARCHAR[] AS messages",
+                [0 if row is None else row[0], found.bad_lines, warnings, found.messages],
+            )
+            self.con.execute(f"CHECKPOINT {name}")
+        except NewerRecordVersion as exc:
+            raise NewerRecordVersion(
+                exc.version, where=exc.where.replace(NAME_MARK, inp.name)
+            ) from None
+        except QUERY_FAILED as exc:
+            raise AnalysisError(f"cannot read the records: {exc}") from None
+        finally:
+            self._detach(name)
+        return target

@@ -63,12 +63,14 @@ class Report:
 
 @dataclass(frozen=True, slots=True)
 class Input:
-    """A source as an engine reads it: a file on disk, and whether it is gzip."""
+    """A source as an engine reads it: a file on disk, and whether it is gzip; `table`,
+    when its records are read from a cache entry instead (DuckDB: the attached table)."""
 
     index: int
     name: str
     path: str
     gzip: bool
+    table: str | None = None
 
 
 def on_disk(sources: Sequence[Source], spool: Path) -> list[Input]:
