@@ -138,7 +138,8 @@ class Cell:
             return "—"
         parts: dict[str, None] = {}
         for r in self.retries:
-            parts[f"{r.origin} (model)" if r.model else r.origin] = None
+            model_tag = r.model and r.origin != RetryOrigin.MODEL
+            parts[f"{r.origin} (model)" if model_tag else r.origin] = None
         return ", ".join(parts)
 
     @property
@@ -236,11 +237,13 @@ def build_cell(run: RunResult) -> Cell:
     # Model re-calls: when the model, holding a tool result, asked for the tool again.
     recalls = [e["ts"] for e in model_log if e.get("reply") == "tool" and e.get("results")]
     for rec in requests:
-        if rec.get("retryOrigin") not in RETRY_ORIGINS:
+        origin = rec.get("retryOrigin")
+        if origin not in RETRY_ORIGINS and origin != RetryOrigin.MODEL:
             continue
-        model = False
+        # The proxy saw the model's turns (the fake model goes through it): the record says.
+        model = origin == RetryOrigin.MODEL
         prev = by_id.get(rec.get("retryOf"))
-        if rec.get("method") == "tools/call" and prev is not None:
+        if not model and rec.get("method") == "tools/call" and prev is not None:
             lo, hi = _epoch(prev["ts"]), _epoch(rec["ts"])
             model = any(lo <= t <= hi for t in recalls)
         cell.retries.append(
@@ -529,11 +532,12 @@ LEGEND: Final = (
     "`retryOrigin` is not `none`), or whose cut answer it asked the server for again "
     "(a resumption); `no` when nothing was repeated.",
     "- **how**: `resend` (same session, same JSON-RPC id), `reissue` (same session, new "
-    "id), `reinit` (on a new session it initialised after the failure); `(model)` when the "
-    "model asked for the tool again between the two attempts, rather than the client "
-    "repeating it by itself; `resume` when it resumed the cut stream (a GET with "
-    "`Last-Event-ID`: the lab's server is resumable and redelivers the rest), `resume "
-    "refused (404)` when that GET was refused.",
+    "id), `reinit` (on a new session it initialised after the failure); `model` when the "
+    "proxy saw the model ask for the tool again in a new turn (the record's `retryOrigin`), "
+    "rather than the client repeating it by itself (`(model)` after another origin: the "
+    "fake model's log says so, the records do not); `resume` when it resumed the cut "
+    "stream (a GET with `Last-Event-ID`: the lab's server is resumable and redelivers the "
+    "rest), `resume refused (404)` when that GET was refused.",
     "- **after**: the delay from the end of the failed attempt to the retry, in buckets "
     "(exact values in the run's `runs.md`): <0.2 s, 0.2–0.7 s, 0.7–1.8 s, 1.8–10 s, ≥10 s; "
     "a re-call the model asked for, and a re-initialisation, in coarser ones (<1 s, "
@@ -583,7 +587,8 @@ def runs_table(cells: list[Cell]) -> str:
     for c in _order(cells):
         r = c.run
         retries = "; ".join(
-            f"{x.method} {x.origin}{' (model)' if x.model else ''} #{x.attempt} "
+            f"{x.method} {x.origin}"
+            f"{' (model)' if x.model and x.origin != RetryOrigin.MODEL else ''} #{x.attempt} "
             f"{'?' if x.delay_ms is None else f'{x.delay_ms:.0f} ms'}"
             for x in c.retries
         )

@@ -108,12 +108,14 @@ def test_model_driven_reissue_after_a_503(lab: tuple[Path, list[RunResult]]) -> 
         cell = cells(lab)[(client, "tools_call_503+again")]
         first, second = requests(cell, "tools/call")
         assert first["outcome"] == "HTTP_ERROR" and second["outcome"] == "TOOL_SUCCESS"
-        assert second["retryOrigin"] == "reissue" and second["retryOf"] == first["id"]
+        # The fake model goes through the proxy: the record itself says the model asked.
+        assert second["retryOrigin"] == "model" and second["retryOf"] == first["id"]
+        assert second["modelCall"]["turn"] != first["modelCall"]["turn"]
         assert second["session"] == first["session"]
         assert second["jsonrpc"]["id"] != first["jsonrpc"]["id"]
         assert (cell.retried, cell.how, cell.attempts_text) == (
             "tools/call",
-            "reissue (model)",
+            "model",
             "2",
         )
         assert cell.after == matrix.bucket(second["retryDelayMs"], matrix.MODEL_BUCKETS)
@@ -134,7 +136,7 @@ def test_session_404_is_not_recovered_by_the_sdks(lab: tuple[Path, list[RunResul
         # httpStatuses holds every attempt of the logical call, this one's last.
         assert (first["httpStatuses"], second["httpStatuses"]) == ([404], [404, 404])
         assert second["session"] == first["session"]
-        assert again.how == "reissue (model)" and again.model == ["error", "error"]
+        assert again.how == "model" and again.model == ["error", "error"]
 
 
 def test_a_cut_stream_is_resumed_and_its_answer_redelivered(
@@ -169,7 +171,7 @@ def test_matrix_markdown_and_rebuild(lab: tuple[Path, list[RunResult]]) -> None:
     assert "2026-11-30" in text and "ts-sdk | 1.32.2" in text and "py-sdk | 2.3.0" in text
     for client in CLIENTS:
         assert f"| `none` | {client} | no | — | — | 1 | no | ok | ok |" in text
-        assert f"| `tools_call_503` | {client} | tools/call | reissue (model) | " in text
+        assert f"| `tools_call_503` | {client} | tools/call | model | " in text
     # The verdicts beside the matrix: every client, judged from its recordings.
     verdicts = (out / "VERDICTS.md").read_text()
 
