@@ -837,12 +837,17 @@ def install(c: Client, cache: Path, log: Callable[[str], None] = print) -> Path 
     }
     pins = [f"{c.npm}@{c.version}", *c.extra]
     try:
+        prefix.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             [npm, "install", "--no-save", "--prefix", str(prefix), *pins],
             capture_output=True,
             text=True,
             timeout=NPM_TIMEOUT_S,
             env=env,
+            # npm tells install scripts where the install was started (INIT_CWD), and some
+            # write there (@ax-llm/ax puts AI-assistant "skills" in INIT_CWD/.claude): the
+            # install starts in its own prefix, so nothing lands in the caller's folder.
+            cwd=prefix,
         )
     except subprocess.TimeoutExpired as e:
         raise InstallError(f"{c.name}: npm install took over {NPM_TIMEOUT_S:.0f} s") from e
