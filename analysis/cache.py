@@ -1,10 +1,11 @@
 """The records cache: each input's records, once read, kept as a DuckDB database file.
 
 Reviewing a recording means asking many questions of the same files; parsing JSON is most
-of what each one costs. So the first read of an input writes its records (every column,
-typed, bad lines already left out) to an entry in the user's cache directory, and later
-reads of the unchanged input read the entry instead, which holds the columns apart and
-reads only those a query uses.
+of what each one costs. So the first read of an input writes its records (typed, bad
+lines already left out) to an entry in the user's cache directory, and later reads of the
+unchanged input read the entry instead, which holds the columns apart and reads only those
+a query uses. The first entry holds the columns its first command read; a later command
+that reads one more has it built again with every column (DuckEngine._from_cache).
 
 An entry is keyed by what its input holds: the input's real path, size and mtime_ns and a
 hash of its first and last 64 KiB, plus the record format version, the column set and its
@@ -38,7 +39,7 @@ from pathlib import Path
 from typing import Final
 
 #: This cache's own layout: raise it when an entry's tables change.
-CACHE_FORMAT: Final = 1
+CACHE_FORMAT: Final = 2
 
 #: The blocks of an input that go into its key, from its start and its end.
 EDGE_BYTES: Final = 64 * 1024

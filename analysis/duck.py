@@ -139,6 +139,7 @@ class DuckEngine:
         self.use_cache = cache
         self.cache: Cache | None = None
         self.entries: dict[int, Path] = {}  # input index -> the entry it is read from
+        self.entry_columns: dict[int, frozenset[str]] = {}  # ... and the columns it holds
         self.attached = 0  # databases attached so far (entries read or built): their names
 
     def close(self) -> None:
@@ -164,11 +165,11 @@ class DuckEngine:
         self.report = Report()
         self.warn = warn
         self.inputs = on_disk(sources, self.spool)
-        if self.use_cache:
-            self.inputs = self._from_cache(self.inputs, sources)
         # Only the columns named are declared to the reader: each one declared costs the
         # JSON reader time on every line even when no query reads it (about 1 % of a query).
         self.cols = read_columns(None if columns is None else ("v", "id", *columns))
+        if self.use_cache:
+            self.inputs = self._from_cache(self.inputs, sources)
         if shared:
             self._attempt(self._materialise, lambda: None, "cannot read the records")
             self.report.records = self._count()
@@ -196,6 +197,8 @@ class DuckEngine:
         read that stops at `limit` lines reads no more. Only after `load(shared=True)`
         (its inputs known clean). Returns how many records the table holds."""
         cols = read_columns(("v", "id", *columns))
+        if self.use_cache:
+            self._widen(cols)
         scan = f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, cols, self.object_bytes)})"
         if limit is not None:
             scan += f" LIMIT {int(limit)}"
@@ -309,38 +312,65 @@ class DuckEngine:
 
         What building found (bad lines, a gzip stream cut short) is kept in the entry and
         reported again, as it was the first time, each time the entry is read.
-        """
-        from .cache import key
 
+        The first entry of an input holds the columns its first command reads, no more:
+        turning JSON into typed columns costs per column taken, and a first question
+        should cost about what it did without the cache. A later command that reads a
+        column the entry lacks builds it again with every column, once for all.
+        """
         if self.cache is None:
             self.cache = Cache(self.warn)
         out = []
+        needed = frozenset(self.cols) - {"v"}
         for inp, src in zip(inputs, sources, strict=True):
             if src.path is None or self.cache.disabled:
                 out.append(inp)  # stdin is never cached: it cannot be read twice to check
                 continue
-            try:
-                k = key(inp.path, engine=str(getattr(duckdb, "__version__", "?")))
-            except OSError:
-                out.append(inp)  # the read itself will say what is wrong
-                continue
-            found = self.cache.lookup(k)
-            if found is not None:
-                opened = self._open_entry(inp, found)
-                if opened is not None:
-                    out.append(opened)
-                    continue
-                self.cache.discard(found)  # damaged, or half of something: built again
-            built = self._build(inp)
-            stored = self.cache.store(built, k)
-            opened = self._open_entry(inp, stored or built)
-            if opened is None:  # cannot happen to a file just written; read the input
-                out.append(inp)
-                continue
-            if stored is None:
-                self.entries.pop(inp.index, None)  # in the spool: not the cache's to discard
-            out.append(opened)
+            out.append(self._entry_of(inp, needed, self.cols, replay=True))
         return out
+
+    def _entry_of(
+        self, inp: Input, needed: frozenset[str], build: dict[str, str], *, replay: bool
+    ) -> Input:
+        """`inp` read from its entry (found, or built now with `build`) with at least
+        `needed`; as it is when the cache cannot have it. `replay`: report what the entry's
+        build found."""
+        from .cache import key
+
+        assert self.cache is not None
+        try:
+            k = key(inp.path, engine=str(getattr(duckdb, "__version__", "?")))
+        except OSError:
+            return inp  # the read itself will say what is wrong
+        found = self.cache.lookup(k)
+        if found is not None:
+            opened = self._open_entry(inp, found, needed, replay=replay)
+            if isinstance(opened, Input):
+                return opened
+            if opened is None:
+                self.cache.discard(found)  # damaged, or half of something: built again
+            else:
+                build = read_columns()  # it lacks a column this command reads
+        built = self._build(inp, build)
+        stored = self.cache.store(built, k)
+        opened = self._open_entry(inp, stored or built, needed, replay=replay)
+        if not isinstance(opened, Input):  # cannot happen to a file just written
+            return inp
+        if stored is None:
+            self.entries.pop(inp.index, None)  # in the spool: not the cache's to discard
+        return opened
+
+    def _widen(self, columns: dict[str, str]) -> None:
+        """Every input read from a cache entry read from one holding `columns` (built
+        again with every column when it lacks one)."""
+        needed = frozenset(columns) - {"v"}
+        for i, inp in enumerate(self.inputs):
+            if inp.table is None or needed <= self.entry_columns.get(inp.index, needed):
+                continue
+            self._detach(inp.table.split(".")[0])
+            self.inputs[i] = self._entry_of(
+                Input(inp.index, inp.name, inp.path, inp.gzip), needed, read_columns(), replay=False
+            )
 
     def _attach(self, path: Path, *, read_only: bool) -> str:
         name = f"mcp_layers_entry_{self.attached}"
@@ -349,14 +379,17 @@ class DuckEngine:
         self.con.execute(f"ATTACH {_quote(path)} AS {name}{mode}")
         return name
 
-    def _open_entry(self, inp: Input, path: Path) -> Input | None:
-        """`inp` read from the entry at `path`, its report replayed; None when the entry
-        does not read (damaged, cut short, written by another DuckDB)."""
+    def _open_entry(
+        self, inp: Input, path: Path, needed: frozenset[str], *, replay: bool
+    ) -> Input | frozenset[str] | None:
+        """`inp` read from the entry at `path`, its report replayed (when `replay`); None
+        when the entry does not read (damaged, cut short, written by another DuckDB); the
+        columns it holds when they are not all of `needed`."""
         name = None
         try:
             name = self._attach(path, read_only=True)
             row = self.con.execute(
-                f"SELECT records, bad_lines, warnings, messages FROM {name}.meta"
+                f"SELECT records, bad_lines, warnings, messages, columns FROM {name}.meta"
             ).fetchone()
             if row is None:
                 raise duckdb.InvalidInputException("an entry without its report")
@@ -364,12 +397,18 @@ class DuckEngine:
             if name is not None:
                 self._detach(name)
             return None
-        _, bad, warnings, messages = row
-        for line in warnings:
-            self.warn(line.replace(NAME_MARK, inp.name))
-        self.report.bad_lines += int(bad)
-        self.report.messages.extend(m.replace(NAME_MARK, inp.name) for m in messages)
+        _, bad, warnings, messages, held = row
+        have = frozenset(held)
+        if not needed <= have:
+            self._detach(name)
+            return have
+        if replay:
+            for line in warnings:
+                self.warn(line.replace(NAME_MARK, inp.name))
+            self.report.bad_lines += int(bad)
+            self.report.messages.extend(m.replace(NAME_MARK, inp.name) for m in messages)
         self.entries[inp.index] = path
+        self.entry_columns[inp.index] = have
         return Input(inp.index, inp.name, inp.path, inp.gzip, table=f"{name}.records")
 
     def _detach(self, name: str) -> None:
@@ -385,9 +424,10 @@ class DuckEngine:
             self.cache.discard(path)
         return Input(inp.index, inp.name, inp.path, inp.gzip)
 
-    def _build(self, inp: Input) -> Path:
-        """A cache entry of `inp`, in the spool: its records (every column, typed) in the
-        table `records`, in input order, and in `meta` what reading it found.
+    def _build(self, inp: Input, cols: dict[str, str]) -> Path:
+        """A cache entry of `inp`, in the spool: its records (`cols`, typed) in the table
+        `records`, in input order, and in `meta` what reading it found and which columns
+        it holds.
 
         Its bad lines are located and reported as the engine always does (`cleaned`), but
         collected, with a mark for the input's name (the next command may name the same
@@ -398,7 +438,6 @@ class DuckEngine:
         marked = Input(inp.index, NAME_MARK, inp.path, inp.gzip)
         warnings: list[str] = []
         found = Report()
-        cols = read_columns()
 
         def create(src: Input, object_bytes: int) -> None:
             self.con.execute(
@@ -415,8 +454,15 @@ class DuckEngine:
             row = self.con.execute(f"SELECT count(*) FROM {name}.records").fetchone()
             self.con.execute(
                 f"CREATE TABLE {name}.meta AS SELECT ?::BIGINT AS records, "
-                f"?::BIGINT AS bad_lines, ?::VARCHAR[] AS warnings, ?::VARCHAR[] AS messages",
-                [0 if row is None else row[0], found.bad_lines, warnings, found.messages],
+                f"?::BIGINT AS bad_lines, ?::VARCHAR[] AS warnings, ?::VARCHAR[] AS messages, "
+                f"?::VARCHAR[] AS columns",
+                [
+                    0 if row is None else row[0],
+                    found.bad_lines,
+                    warnings,
+                    found.messages,
+                    [c for c in cols if c != "v"],
+                ],
             )
             self.con.execute(f"CHECKPOINT {name}")
         except NewerRecordVersion as exc:

@@ -11,11 +11,6 @@ import click
 from mcp_layers_analysis.errors import InputError
 from mcp_layers_analysis.exitcodes import ExitStatus
 
-from .player import Player
-from .recording import read
-from .script import ScriptError, build
-from .server import ReplayServer, serve
-
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # SIGTERM ends the replay as Ctrl-C does: misses reported
@@ -61,6 +56,13 @@ def replay(
         mcp-layers replay recordings/mcp-20261202T101500Z.jsonl --port 9000
         mcp-layers replay bug.jsonl --session s-0fe52def1b --speed 10 --strict
     """
+    # Imported here: every `mcp-layers` command registers this one, and the server's modules
+    # (http.server among them) cost ~0.2 s of start-up that only a replay uses.
+    from .player import Player
+    from .recording import read
+    from .script import ScriptError, build
+    from .server import ReplayServer, serve
+
     try:
         script = build(read(recordings), session)
     except (ScriptError, InputError) as exc:
