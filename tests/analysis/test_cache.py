@@ -281,3 +281,18 @@ def test_an_entry_reads_back_every_column_as_the_input() -> None:
     assert invoke(*args).stdout == want
     assert invoke(*args).stdout == want
     assert io.StringIO(want).read(1) == "["
+
+
+def test_spark_reads_the_inputs_and_leaves_the_cache_alone(records_cache: Path) -> None:
+    """`--engine spark` bypasses the cache (it reads the inputs as before), including
+    inputs that already have an entry."""
+    pytest.importorskip("pyspark")
+    if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
+        pytest.skip("no Java for Spark")
+    duck = invoke("summary", SYNTHETIC, "--format", "json")
+    (entry,) = entries(records_cache)
+    before = entry.stat().st_mtime_ns
+    spark = invoke("summary", SYNTHETIC, "--format", "json", "--engine", "spark")
+    assert spark.exit_code == 0, spark.stderr
+    assert spark.stdout == duck.stdout
+    assert entries(records_cache) == [entry] and entry.stat().st_mtime_ns == before
