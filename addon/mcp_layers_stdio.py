@@ -345,8 +345,10 @@ class Copier:
 
 
 def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], None]) -> None:
-    """Copy `src` to `dst` until EOF (or `dst` is gone), then `on_end(broke)`: bytes are
-    written on first, copied to the recorder after."""
+    """Copy `src` to `dst` until EOF (or `dst` is gone), then `on_end(broke)`. Each chunk
+    goes to the recorder (a non-blocking send) before it is written on: what the other
+    side sends in reaction is then always copied after it, whichever pump runs first (a
+    `tools/call` sent on a `tools/list` answer must not reach the recorder before it)."""
     broke = False
     clock = time.time
     splice = getattr(os, "splice", None)
@@ -381,16 +383,16 @@ def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], Non
                 break
             if not data:
                 break
-            # Stamped when read, before it is written on: a request's time is then always
-            # before its answer's.
+            # Stamped and copied when read, before it is written on: a request's time and
+            # copy then always come before its answer's.
             ts = clock()
+            if copier is not None:
+                copier.copy(data, ts)
             try:
                 write_all(dst, data)
             except OSError:
                 broke = True
                 break
-            if copier is not None:
-                copier.copy(data, ts)
     finally:
         on_end(broke)  # first: the other side sees the end at once
         if copier is not None:
@@ -477,8 +479,8 @@ class FaultLines:
 
     def to_client(self, data: bytes) -> None:
         with self.out:
+            self.answers.copy(data, time.time())  # before the client can react (`pump`)
             write_all(1, data)
-            self.answers.copy(data, time.time())
 
     def upward(self, dst: int, copier: Copier, on_end: Callable[[bool], None]) -> None:
         import json
@@ -494,11 +496,15 @@ class FaultLines:
                 if not data:
                     break
                 ts = time.time()
-                for line in buf.lines(data):
-                    v = self.faults.client_line(line)
+                verdicts = [(line, self.faults.client_line(line)) for line in buf.lines(data)]
+                # The recorder learns what the rules did, then gets the lines, then the
+                # server can answer (`pump`: a copy always precedes what reacts to it).
+                for _, v in verdicts:
                     if v.injected is not None:
                         mark = [v.rpc_id, v.injected["rule"], v.injected["action"]]
                         self.tell("inject", json.dumps(mark))
+                copier.copy(data, ts)
+                for line, v in verdicts:
                     if v.forward:
                         try:
                             write_all(dst, line + b"\n")
@@ -509,7 +515,6 @@ class FaultLines:
                     if v.reply is not None:
                         with contextlib.suppress(OSError):
                             self.to_client(v.reply + b"\n")
-                copier.copy(data, ts)
                 if broke:
                     break
             if buf.parts and not broke:
