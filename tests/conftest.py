@@ -121,3 +121,16 @@ def _bad_lines(path: Path) -> list[str]:
             if errors:
                 bad.append(f"{path}:{lineno}: {errors[0]}")
     return bad
+
+
+@pytest.fixture(autouse=True)
+def records_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Each test its own records cache (analysis/cache.py), empty at its start: a test
+    never reads an entry another one left, nor writes the user's cache (the processes it
+    starts inherit the setting)."""
+    where = tmp_path_factory.mktemp("records-cache")
+    monkeypatch.setenv("MCP_LAYERS_CACHE_DIR", str(where))
+    monkeypatch.delenv("MCP_LAYERS_CACHE_MB", raising=False)
+    return where

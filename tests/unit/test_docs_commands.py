@@ -22,7 +22,8 @@ def _commands() -> dict[str, click.Command]:
 
 
 def test_every_command_is_shown_in_the_readme_and_every_one_shown_exists() -> None:
-    shown = set(re.findall(r"mcp-layers ([a-z][a-z-]+)", README))
+    # As a command is written: at the start of a line, in backticks, or in `$(…)`.
+    shown = set(re.findall(r"(?:^|[`(] ?)mcp-layers ([a-z][a-z-]+)", README, re.MULTILINE))
     commands = set(_commands())
     assert commands <= shown, f"README never shows: {sorted(commands - shown)}"
     # `mcp-layers-lab` is the lab's console script; everything else must be a command.
