@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import signal
 import sys
 from types import FrameType
@@ -68,6 +69,9 @@ def replay(
     except (ScriptError, InputError) as exc:
         click.echo(f"mcp-layers replay: {exc}", err=True)
         sys.exit(ExitStatus.USAGE_ERROR)
+    # The script is a large graph that never changes: out of the collector's way, so that a
+    # full collection does not stall a paced stream (an 8.7 ms late event was one).
+    gc.freeze()
     player = Player(script, speed=speed)
     try:
         server = ReplayServer((host, port), player)
