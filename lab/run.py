@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from mcp_layers_core import faults, stdio_faults
 from mcp_layers_demo import procs
 
 from . import clients as clients_mod
@@ -274,8 +275,17 @@ def start_replay(recording: Path, port: int, log: Path) -> subprocess.Popen[byte
     return proc
 
 
-#: The lab's faults that `mcp-layers wrap` can act on over stdio (the others are HTTP's).
-STDIO_FAULTS: Final = frozenset({"none", "jsonrpc_error", "tool_error"})
+def runs_on_stdio(fault: presets.Fault) -> bool:
+    """Can `mcp-layers wrap` apply `fault` on a pipe? The wrapper's own check decides
+    (`stdio_faults.check`), so the lab never keeps a second list of what stdio can do."""
+    try:
+        rules = [] if fault.preset is None else faults.preset(fault.preset)
+        if fault.rule is not None:
+            rules.append(faults.parse_inline(fault.rule))
+        stdio_faults.check(rules)
+    except faults.FaultRuleError:
+        return False
+    return True
 
 
 def wrapped_server(run_dir: Path, scenario: str, fault: presets.Fault) -> tuple[str, ...]:
@@ -462,12 +472,13 @@ def run_lab(
     recording there instead of the live server and fault."""
     if stdio:
         refused = [c for c in plan.clients if not clients_mod.client(c).stdio]
-        refused += [f for f in plan.faults if f not in STDIO_FAULTS]
+        refused += [f for f in plan.faults if not runs_on_stdio(presets.fault(f))]
         if refused or replay is not None:
             able = ", ".join(c.name for c in clients_mod.CLIENTS if c.stdio)
+            fit = ", ".join(f.name for f in presets.FAULTS if runs_on_stdio(f))
             raise LabError(
                 f"--transport stdio runs {able}"
-                f" with the faults {', '.join(sorted(STDIO_FAULTS))} (not --replay); "
+                f" with the faults {fit} (not --replay); "
                 f"not: {', '.join(refused) or '--replay'}"
             )
     netns, strace = resolve_isolation(isolation, plan)

@@ -12,7 +12,7 @@ import zlib
 from typing import Any
 
 from .budget import BufferBudget
-from .jsonrpc import NOT_JSON, messages_of, try_loads
+from .jsonrpc import NOT_JSON, try_loads
 from .notes import Note
 from .record import NoteCode
 from .sse import SseAnomaly, SseEvent, SseParser
@@ -53,20 +53,14 @@ def _inflate(raw: bytes, cap: int, wbits: int) -> bytes | None:
     return None if len(out) > cap or inflater.unconsumed_tail else out
 
 
-def post_messages(body: bytes | None, max_bytes: int) -> list[dict[str, Any]] | None:
-    """The JSON-RPC messages of a POST body, or None: not MCP (or too large to look at).
+def post_json(body: bytes | None, max_bytes: int) -> Any:
+    """A POST body's JSON value, or `NOT_JSON`: not JSON (nor starting like an object or
+    an array), or too large to look at. Parsed once for both readers of a POST: the
+    MCP one (`messages_of`) and, when it is not MCP, the model API one (`model_api`).
 
     A leading BOM is read past: a server may read the JSON after it, or reject it, and
     either way the exchange is recorded (`has_bom` tells the tracker to say so).
     """
-    value = post_json(body, max_bytes)
-    return None if value is NOT_JSON else messages_of(value) or None
-
-
-def post_json(body: bytes | None, max_bytes: int) -> Any:
-    """A POST body's JSON value, or `NOT_JSON`: not JSON (nor starting like an object or
-    an array), or too large to look at. Parsed once for both readers of a POST: the
-    MCP one (`messages_of`) and, when it is not MCP, the model API one (`model_api`)."""
     if body is None or len(body) > max_bytes:
         return NOT_JSON  # too large to look at: not recognised as MCP (documented)
     if body.startswith(BOM):

@@ -287,7 +287,7 @@ class Tracker:
 
     def _post(self, ev: PostReceived) -> list[Emitted]:
         value = post_json(ev.body, self._settings.max_body_bytes)
-        messages = None if value is NOT_JSON else messages_of(value) or None
+        messages = messages_of(value)  # None for NOT_JSON too
         if messages is None:
             return self._model_post(ev, value) if ev.path is not None else []
         out = self._evict_if_full(ev.ts) if self._full() else []
