@@ -431,7 +431,7 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
     columns = tuple(dict.fromkeys((*RETRY_COLUMNS, *AFTERMATH_COLUMNS)))
     with loaded(reading, columns, shared=True) as (engine, report):
         figs = retries_mod.all_figures(engine, by, reading.filters)
-        found = forensics.aftermaths(engine, base(reading.filters))
+        found = forensics.aftermaths(engine, base(reading.filters), reading.filters)
     figs = {g: f for g, f in figs.items() if f[0].value}
     retries_mod.add_stalls(figs, found, by)
     if not figs:
@@ -808,7 +808,7 @@ def _bundle_members(
             if not report_mod.matching(engine, filters):
                 _unknown(engine, subject)
             verdict_rows = verdicts_mod.verdict_rows(engine, filters)
-        hangs = forensics.aftermaths(engine, verdicts_mod.base(filters), session)
+        hangs = forensics.aftermaths(engine, verdicts_mod.base(filters), filters, session)
     sources = inputs.expand(paths)
     keep = bundle_mod.wanted(subject, filters.predicate())
     members = bundle_mod.record_members(

@@ -16,17 +16,18 @@ incident's aftermath; `retries`, `show` and `verdicts` phrase it (`phrase`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from mcp_layers_core.record import Kind, StreamEnd
 
+from .filters import Filters
+from .hangs import STALL_MS as STALL_MS
+from .hangs import Silence, silences
 from .load import Engine
 from .queries import literal, not_failed
 from .terms import POSTS_AND_GETS, sql, sql_in
-
-#: A silence this long after an incident is a stall.
-STALL_MS: Final = 10_000
 
 
 def aftermath_sql(base_cte: str, session: str | None = None) -> str:
@@ -90,7 +91,7 @@ SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
   coalesce(list_contains(n.requestHeaders, 'last-event-id'), FALSE) AS next_lei,
   n.t0 - a.te AS gap_ms,
   e.left_how, e.left_ms, f.ids AS in_flight,
-  a.client, a.pv, a.scenario, c.cancel_id, c.cancel_ms
+  a.client, a.pv, a.scenario, c.cancel_id, c.cancel_ms, a.te AS te
 FROM incident a
 JOIN nexts x ON x.src = a.src AND x.seq = a.seq
 LEFT JOIN move n ON n.src = a.src
@@ -123,6 +124,11 @@ class Aftermath:
     #: A `notifications/cancelled` of the session sent while the request was open.
     cancel_id: int | None
     cancel_ms: int | None
+    #: When the incident ended for the client, epoch ms.
+    te: int | None = None
+    #: Who was waited on through a stall after it, and for how long: (party, ms) in the
+    #: order first waited on (`with_waits`, from `hangs`' silences).
+    waits: tuple[tuple[str, int], ...] = ()
 
     @property
     def stalled(self) -> bool:
@@ -167,18 +173,52 @@ def phrase(a: Aftermath) -> str:
         else:
             move = f"{a.next_method or a.next_kind} #{a.next_id}"
         if a.stalled:
-            parts.append(f"stall: no request for {seconds(a.gap_ms)} {after}, then {move}")
+            parts.append(
+                f"stall: no request for {seconds(a.gap_ms)} {after}{_waits(a)}, then {move}"
+            )
         else:
             parts.append(f"then {move} {seconds(a.gap_ms)} later")
     elif a.left_how is not None and a.left_ms is not None:
         stall = "stall: " if a.stalled else ""
         parts.append(
-            f"{stall}no request for {seconds(a.left_ms)} {after}, until the session "
-            f"ended ({a.left_how})"
+            f"{stall}no request for {seconds(a.left_ms)} {after}{_waits(a)}, until the "
+            f"session ended ({a.left_how})"
         )
     else:
         parts.append(f"no request {after} to the end of the recording")
     return "; ".join(parts)
+
+
+def _waits(a: Aftermath) -> str:
+    """` (waited on the model for 29 s)`: who the stall waited on, as `hangs` names it."""
+    if not a.stalled or not a.waits:
+        return ""
+    said = ", ".join(f"{party} for {seconds(ms)}" for party, ms in a.waits)
+    return f" (waited on {said})"
+
+
+def with_waits(found: Sequence[Aftermath], silences: Sequence[Silence]) -> list[Aftermath]:
+    """Each stalled aftermath with who was waited on through its silence: the `hangs`
+    silences of its input inside it, summed per party. The two measure different things
+    (the forensics: the client's next request; `hangs`: any traffic, the model's
+    included), so a stall the model's traffic kept busy overlaps no silence, and says
+    nothing more."""
+    by_src: dict[int, list[Silence]] = {}
+    for s in silences:
+        by_src.setdefault(s.src, []).append(s)
+    out: list[Aftermath] = []
+    for a in found:
+        silence = a.silence_ms
+        if not a.stalled or a.te is None or silence is None:
+            out.append(a)
+            continue
+        waits: dict[str, int] = {}
+        for s in by_src.get(a.src, []):
+            overlap = min(s.end_ms, a.te + silence) - max(s.start_ms, a.te)
+            if overlap > 0:
+                waits[s.waited_on] = waits.get(s.waited_on, 0) + overlap
+        out.append(replace(a, waits=tuple(waits.items())))
+    return out
 
 
 def stall_figures(found: list[Aftermath]) -> tuple[int, int, int | None]:
@@ -187,10 +227,16 @@ def stall_figures(found: list[Aftermath]) -> tuple[int, int, int | None]:
     return len(found), sum(a.stalled for a in found), max(silences, default=None)
 
 
-def aftermaths(engine: Engine, base_cte: str, session: str | None = None) -> list[Aftermath]:
-    """Every incident's aftermath. DuckDB only: the query's lateral joins do not translate
-    to Spark, where `show` and `retries` go without the forensics."""
+def aftermaths(
+    engine: Engine, base_cte: str, filters: Filters, session: str | None = None
+) -> list[Aftermath]:
+    """Every incident's aftermath, each stall with who was waited on. DuckDB only: the
+    query's lateral joins do not translate to Spark, where `show` and `retries` go without
+    the forensics. The engine's view holds `COLUMNS`."""
     if engine.dialect != "duckdb":
         return []
     rows: list[Any] = engine.rows(aftermath_sql(base_cte, session))
-    return [Aftermath(*row) for row in rows]
+    found = [Aftermath(*row) for row in rows]
+    if not any(a.stalled for a in found):
+        return found  # the silences' query reads every record: only when there is a stall
+    return with_waits(found, silences(engine, filters, STALL_MS))

@@ -26,7 +26,9 @@ each; `hang_rows` phrases them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Final
 
 from mcp_layers_core.record import Kind, NoteCode
@@ -38,10 +40,38 @@ from .render import Cell, Seconds
 from .table import SEQUENCE, SOURCE, TABLE
 from .terms import sql, sql_in
 
-#: `--min-s`'s default: the forensics' stall (`forensics.STALL_MS`).
-DEFAULT_MIN_S: Final = 10.0
+#: A silence this long is a stall, here and in the forensics after an incident.
+STALL_MS: Final = 10_000
+
+#: `--min-s`'s default.
+DEFAULT_MIN_S: Final = STALL_MS / 1000
 
 HANG_HEADERS: Final = ("input", "since", "seconds", "waited_on", "in_flight", "detail")
+
+#: The record columns `hangs_sql` reads (besides the filters' own).
+HANG_COLUMNS: Final = (
+    "kind",
+    "ts",
+    "durationMs",
+    "method",
+    "tool",
+    "outcome",
+    "sse",
+    "modelTurn",
+    "endReason",
+    "notes",
+)
+
+
+class WaitedOn(StrEnum):
+    """Who a silence waited on (the module's docstring says when each is named)."""
+
+    MODEL = "model"
+    MCP_SERVER = "mcp_server"
+    AGENT = "agent"
+    NONE = "none"
+    UNKNOWN = "unknown"
+
 
 #: The kinds of records that are moments of traffic and may be in flight.
 _TRAFFIC: Final = (Kind.REQUEST, Kind.NOTIFICATION, Kind.RESPONSE, Kind.MODEL_TURN)
@@ -120,7 +150,7 @@ def _span(s: dict[str, Any], a: int) -> str:
 
 def classify(
     spans: list[dict[str, Any]] | None, turn: dict[str, Any] | None, model_turns: int, b: int
-) -> tuple[str, str]:
+) -> tuple[WaitedOn, str]:
     """(waited_on, detail) of one silence, which ended at `b` (epoch ms)."""
     spans = spans or []
     model = [s for s in spans if s["kind"] == Kind.MODEL_TURN]
@@ -136,37 +166,63 @@ def classify(
             detail = f"output came {s['ttft'] / 1000:.1f} s in, then the stream went silent"
         if s["complete"] is False:
             detail += "; the answer never completed"
-        return "model", detail
+        return WaitedOn.MODEL, detail
     if mcp:
         s = mcp[-1]
         events = s["events"] or 0
         if s["final"] is not True and events > 0:
-            return "mcp_server", f"slow, not hung: {events} events came on the answer stream"
+            return WaitedOn.MCP_SERVER, f"slow, not hung: {events} events came on the answer stream"
         end = s["outcome"] or "no answer"
-        return "mcp_server", f"no answer during the silence (finally: {end})"
+        return WaitedOn.MCP_SERVER, f"no answer during the silence (finally: {end})"
     if model_turns == 0:
-        return "unknown", "nothing in flight, and no model traffic in this input"
+        return WaitedOn.UNKNOWN, "nothing in flight, and no model traffic in this input"
     if turn is not None and turn["calls"] == 0 and turn["complete"]:
-        return "none", f"the model's last answer (#{turn['id']}, {turn['stop']}) ended its turn"
+        said = f"the model's last answer (#{turn['id']}, {turn['stop']}) ended its turn"
+        return WaitedOn.NONE, said
     if turn is not None and turn["calls"]:
-        return "agent", f"every answer was in; model turn #{turn['id']} had asked for a tool"
-    return "agent", "every answer was in, and the agent sent nothing"
+        said = f"every answer was in; model turn #{turn['id']} had asked for a tool"
+        return WaitedOn.AGENT, said
+    return WaitedOn.AGENT, "every answer was in, and the agent sent nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class Silence:
+    """One stall: a silence of an input's traffic and who was waited on through it."""
+
+    src: int
+    #: Its start and end, epoch ms.
+    start_ms: int
+    end_ms: int
+    waited_on: WaitedOn
+    detail: str
+    #: What was in flight, phrased (None: nothing).
+    in_flight: str | None
+
+    @property
+    def ms(self) -> int:
+        return self.end_ms - self.start_ms
+
+
+def silences(engine: Engine, filters: Filters, min_ms: int) -> list[Silence]:
+    """Every silence of at least `min_ms`, input by input, in time order."""
+    out: list[Silence] = []
+    for src, a, b, spans, turn, model_turns in engine.rows(hangs_sql(filters, min_ms)):
+        waited_on, detail = classify(spans, turn, int(model_turns), int(b))
+        in_flight = "; ".join(_span(s, int(a)) for s in spans or []) or None
+        out.append(Silence(int(src), int(a), int(b), waited_on, detail, in_flight))
+    return out
 
 
 def hang_rows(engine: Engine, filters: Filters, min_s: float, names: list[str]) -> list[list[Cell]]:
     """`hangs`' rows, input by input, in time order (`names`: the inputs', by index)."""
-    out: list[list[Cell]] = []
-    for src, a, b, spans, turn, model_turns in engine.rows(hangs_sql(filters, int(min_s * 1000))):
-        waited_on, detail = classify(spans, turn, int(model_turns), int(b))
-        in_flight = "; ".join(_span(s, int(a)) for s in spans or []) or None
-        out.append(
-            [
-                names[int(src)] if 0 <= int(src) < len(names) else str(src),
-                _iso(int(a)),
-                Seconds((int(b) - int(a)) / 1000),
-                waited_on,
-                in_flight,
-                detail,
-            ]
-        )
-    return out
+    return [
+        [
+            names[s.src] if 0 <= s.src < len(names) else str(s.src),
+            _iso(s.start_ms),
+            Seconds(s.ms / 1000),
+            str(s.waited_on),
+            s.in_flight,
+            s.detail,
+        ]
+        for s in silences(engine, filters, int(min_s * 1000))
+    ]

@@ -126,7 +126,7 @@ def add_aftermath(
     stream of the session (DuckDB only; the rows are unchanged elsewhere)."""
     then = {
         a.id: forensics.phrase(a)
-        for a in forensics.aftermaths(engine, verdicts.base(filters), session)
+        for a in forensics.aftermaths(engine, verdicts.base(filters), filters, session)
     }
     for row in rows:
         phrase = then.get(row[1]) if isinstance(row[1], int) else None

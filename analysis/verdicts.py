@@ -192,6 +192,7 @@ COLUMNS: Final = (
     "server",
     "userAgent",
     "transport",  # the HTTP rules leave out stdio's records (`ANY_TRANSPORT`)
+    "modelTurn",  # who a stall after an incident waited on (`forensics.with_waits`)
 )
 
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between
@@ -1012,7 +1013,10 @@ def instances(engine: Engine, filters: Filters) -> list[Instance]:
     """Every rule's instances, in rule order."""
     # What the client did after each failure or cut stream: a failed instance about one
     # says so (a stall, a request left in flight) instead of leaving the silence unsaid.
-    then = {(a.src, a.id): forensics.phrase(a) for a in forensics.aftermaths(engine, base(filters))}
+    then = {
+        (a.src, a.id): forensics.phrase(a)
+        for a in forensics.aftermaths(engine, base(filters), filters)
+    }
     found: list[Instance] = []
     for rule in RULES:
         for client, ok, src, record_id, evidence, soft, ts in engine.rows(rule_sql(rule, filters)):

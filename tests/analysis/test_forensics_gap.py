@@ -38,7 +38,7 @@ def test_the_gap_runs_from_the_stream_close(tmp_path: Path) -> None:
     engine = DuckEngine(threads=1)
     try:
         engine.load(inputs.expand([str(path)]), verdicts.COLUMNS, print)
-        [found] = forensics.aftermaths(engine, verdicts.base(Filters()))
+        [found] = forensics.aftermaths(engine, verdicts.base(Filters()), Filters())
     finally:
         engine.close()
     assert (found.id, found.next_id, found.gap_ms) == (1, 2, 2500)

@@ -60,7 +60,14 @@ class Run:
         self.feed(StreamEnded(flow, T0 + (until or at + 0.2)))
 
     def call(
-        self, at: float, rpc_id: int, *, answer_at: float | None, method: str = "tools/call"
+        self,
+        at: float,
+        rpc_id: int,
+        *,
+        answer_at: float | None,
+        method: str = "tools/call",
+        status: int = 200,
+        is_error: bool = False,
     ) -> None:
         self.n += 1
         flow = f"c{self.n}"
@@ -72,8 +79,11 @@ class Run:
         self.feed(PostReceived(flow, T0 + at, MCP, PEER, headers, body, len(body), None, "/mcp"))
         if answer_at is None:
             return
-        answer = json.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": {"content": []}}).encode()
-        self.feed(ResponseStarted(flow, T0 + answer_at, 200, JSON_H))
+        result = {"content": [], **({"isError": True} if is_error else {})}
+        answer = json.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": result}).encode()
+        if status != 200:
+            answer = b"busy"
+        self.feed(ResponseStarted(flow, T0 + answer_at, status, JSON_H))
         self.feed(ResponseBody(flow, T0 + answer_at, answer, len(answer)))
 
     def write(self, path: Path, stop_at: float) -> Path:
@@ -165,3 +175,45 @@ def test_a_models_first_output_at_the_end_of_the_silence_came_after_it() -> None
     # The silence ended 74 ms after the first output (the next moment was the stream's end).
     assert classify([span], None, 1, 25_074)[1].startswith("no output during the silence")
     assert classify([span], None, 1, 40_000)[1].endswith("then the stream went silent")
+
+
+def shown(path: Path) -> dict[str, Any]:
+    """`show`'s first row (the incident) of the recording's one session."""
+    [session] = json.loads(invoke("sessions", path, "--format", "json").stdout)
+    rows = json.loads(invoke("show", session["session"], path, "--format", "json").stdout)
+    return dict(rows[0])
+
+
+def test_the_forensics_name_who_a_stall_after_an_incident_waited_on(tmp_path: Path) -> None:
+    """The same silences in the hang forensics (`show`, `retries`, `verdicts`, `bundle`):
+    a tool error the model never answered was a wait on the model, not the client."""
+    run = Run()
+    run.model(0, "anthropic-tool-stream")
+    run.call(0.5, 1, answer_at=0.6, is_error=True)
+    run.model(0.7, "anthropic-result-stream", hang=True)
+    row = shown(run.write(tmp_path / "r.jsonl", 30))
+    assert (
+        "stall: no request for 29 s after TOOL_ERROR (waited on model for 29 s)" in (row["detail"])
+    ), row
+
+
+def test_a_stall_after_a_503_with_every_answer_in_was_the_agents(tmp_path: Path) -> None:
+    run = Run()
+    run.model(0, "anthropic-tool-stream")
+    run.call(0.5, 1, answer_at=0.6, status=503)
+    run.call(20.6, 2, answer_at=20.7)  # the same call, 20 s later, the model not asked
+    row = shown(run.write(tmp_path / "r.jsonl", 21))
+    assert f"(waited on agent for 20 s), then tools/call #{row['id'] + 1}" in row["detail"], row
+
+
+def test_a_stall_the_models_traffic_kept_busy_says_nothing_more(tmp_path: Path) -> None:
+    """No silence of the whole traffic inside the client's: no party is named."""
+    run = Run()
+    run.model(0, "anthropic-tool-stream")
+    run.call(0.5, 1, answer_at=0.6, is_error=True)
+    for at in range(2, 30, 5):  # the model is asked again and again, never the server
+        run.model(at, "anthropic-result-stream")
+    run.call(31, 2, answer_at=31.1)
+    row = shown(run.write(tmp_path / "r.jsonl", 32))
+    assert "stall: no request for 30 s after TOOL_ERROR, then tools/call #" in row["detail"], row
+    assert "waited on" not in row["detail"]
