@@ -18,6 +18,7 @@ from mcp_layers_analysis import queries as figure_queries
 from mcp_layers_analysis.compare import table as compare_table
 from mcp_layers_analysis.duck import DuckEngine
 from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.hangs import STALL_MS, Silence, WaitedOn, silences
 from mcp_layers_analysis.load import Engine
 from mcp_layers_analysis.render import Cell
 from mcp_layers_analysis.retries import Figure, all_figures
@@ -25,7 +26,7 @@ from mcp_layers_analysis.summary import INJECTED, ORGANIC, PROBE, label, millis,
 from mcp_layers_analysis.table import TABLE
 
 from . import queries
-from .queries import COLUMNS, EDGES_MS, OVERVIEW_COLUMNS, TIMELINE_COLUMNS
+from .queries import COLUMNS, EDGES_MS, MODEL_TURN_COLUMNS, OVERVIEW_COLUMNS, TIMELINE_COLUMNS
 
 #: What `compare` groups the heat map by.
 COMPARE_BY: Final = ("client", "scenario")
@@ -105,11 +106,21 @@ class Session:
 @dataclass(slots=True)
 class Chain:
     """Sessions one client ran one after another (each re-initialising the one before):
-    a timeline. `records` are the timeline query's rows, as namespaces."""
+    a timeline. `records` are the timeline query's rows, as namespaces; `turns` the model
+    turns of the same input during the chain (`queries.model_turns`' rows), and `stalls`
+    the silences `hangs` finds in that time, when there are turns (the model's lane)."""
 
     sessions: list[Session]
     records: list[Any] = field(default_factory=list)
     cut: dict[str, int] = field(default_factory=dict)  # session -> records not drawn
+    turns: list[Any] = field(default_factory=list)
+    turns_cut: int = 0  # model turns not drawn
+    stalls: list[Silence] = field(default_factory=list)
+
+    @property
+    def not_drawn(self) -> int:
+        """Records (model turns too) of the chain's time that its timeline leaves out."""
+        return sum(self.cut.values()) + self.turns_cut
 
     @property
     def anchor(self) -> str:
@@ -193,18 +204,20 @@ def _sections(
         chains_drawn=len(drawn),
     )
     sampling.records_cut = _fill(engine, filters, drawn, limits.per_session)
+    sampling.records_cut += _fill_turns(engine, drawn, limits.per_session)
     # A chain can be long (a client re-initialising again and again): past the budget of
     # drawn records, the chains after it are not drawn (the first one always is).
     kept: list[Chain] = []
     total = 0
     for c in drawn:
-        total += len(c.records)
+        total += len(c.records) + len(c.turns)
         if kept and total > limits.drawn:
             break
         kept.append(c)
-    sampling.records_cut -= sum(sum(c.cut.values()) for c in drawn[len(kept) :])
+    sampling.records_cut -= sum(c.not_drawn for c in drawn[len(kept) :])
     drawn = kept
     sampling.chains_drawn = len(drawn)
+    _fill_stalls(engine, filters, drawn)
     headers, rows = compare_table(engine, COMPARE_BY, filters, top=5)
     return ReportData(
         records=records,
@@ -224,7 +237,7 @@ def halved(d: ReportData) -> ReportData | None:
         return None
     chains = d.chains[: len(d.chains) // 2]
     sessions = d.sessions[: max(len(d.sessions) // 2, 1)]
-    dropped = sum(sum(c.cut.values()) for c in d.chains[len(chains) :])
+    dropped = sum(c.not_drawn for c in d.chains[len(chains) :])
     sampling = replace(
         d.sampling,
         sessions_listed=len(sessions),
@@ -345,6 +358,55 @@ def _fill(engine: Engine, filters: Filters, chains: Sequence[Chain], per_session
     for c in chains:
         c.records.sort(key=lambda r: (r.at_ms is None, r.at_ms or 0, r.seq))
     return cut
+
+
+def _spans(chain: Chain) -> dict[int, tuple[float, float]]:
+    """The time (epoch ms) a chain's drawn records cover, per input."""
+    out: dict[int, tuple[float, float]] = {}
+    for r in chain.records:
+        if r.at_ms is None:
+            continue
+        a, b = float(r.at_ms), float(r.at_ms) + float(r.durationMs or 0)
+        was = out.get(int(r.src), (a, b))
+        out[int(r.src)] = (min(was[0], a), max(was[1], b))
+    return out
+
+
+def _fill_turns(engine: Engine, chains: Sequence[Chain], per_chain: int) -> int:
+    """Each chain's model turns (at most `per_chain`); returns how many were left out."""
+    spans = [(i, src, a, b) for i, c in enumerate(chains) for src, (a, b) in _spans(c).items()]
+    if not spans:
+        return 0
+    cut = 0
+    for row in engine.rows(queries.model_turns(spans, per_chain)):
+        t = SimpleNamespace(**dict(zip(MODEL_TURN_COLUMNS, row, strict=True)))
+        chain = chains[int(t.chain)]
+        chain.turns.append(t)
+        if t.rank == 1 and t.turns > per_chain:
+            chain.turns_cut = int(t.turns) - per_chain
+            cut += chain.turns_cut
+    return cut
+
+
+def _fill_stalls(engine: Engine, filters: Filters, chains: Sequence[Chain]) -> None:
+    """The stalls (`hangs`, its default length) of the chains that have a model lane, each
+    on every such chain of its input whose time it overlaps. Not looked for when no chain
+    has one: a page without model traffic is the page it was without the lane."""
+    laned = [c for c in chains if c.turns]
+    if not laned:
+        return
+    found = [s for s in silences(engine, filters, STALL_MS) if s.waited_on != WaitedOn.UNKNOWN]
+    for c in laned:
+        spans = _spans(c)
+        for t in c.turns:
+            a, b = float(t.at_ms), float(t.at_ms) + float(t.durationMs or 0)
+            was = spans.get(int(t.src), (a, b))
+            spans[int(t.src)] = (min(was[0], a), max(was[1], b))
+        c.stalls = [
+            s
+            for s in found
+            if s.src in spans and s.start_ms < spans[s.src][1] and s.end_ms > spans[s.src][0]
+        ]
 
 
 __all__ = [

@@ -22,7 +22,7 @@ from . import timeline
 from .data import INJECTED, ORGANIC, PROBE, Chain, ReportData, Session
 from .queries import EDGES_MS
 from .style import LEGEND, outcome_class
-from .svg import Part, bin_names, esc, histogram, stacked_bar
+from .svg import Part, bin_names, duration, esc, histogram, stacked_bar
 
 SECTIONS: Final = ("overview", "retries", "sessions", "compare")
 TITLES: Final = {
@@ -345,7 +345,8 @@ def _sessions(data: ReportData) -> str:
         f"</th></tr></thead><tbody>{rows}</tbody></table></div>"
     )
     timelines = [_timeline(c) for c in data.chains]
-    parts = [controls, table, "<h3>Timelines</h3>", _timeline_key(), *timelines] if rows else []
+    key = _timeline_key(any(c.turns for c in data.chains))
+    parts = [controls, table, "<h3>Timelines</h3>", key, *timelines] if rows else []
     return _section(
         "sessions", "each session, and what happened in it, in order", parts, _sample_said(data)
     )
@@ -377,13 +378,25 @@ def _session_row(s: Session, drawn: dict[str, str]) -> str:
     )
 
 
-def _timeline_key() -> str:
+def _timeline_key(model: bool) -> str:
+    """What the timelines' marks mean (`model`: and the model's lane, when one is drawn)."""
+    lane = (
+        "<p class='note'>The top lane, model, is the agent's model turns (recorded when its "
+        "model API went through the same proxy): a bar from the request to the answer's end, "
+        "a white tick at the first output, a paler dashed bar an answer that never completed; "
+        "a dotted arrow goes from a turn to each tools/call it asked for. A tinted band over "
+        "the lanes is a stall (mcp-layers hangs: 10 s or more with no traffic), labelled with "
+        "its length and who was waited on: model, mcp_server, agent or none; a stall with "
+        "nothing of the timeline in flight is a break in the axis, labelled so.</p>"
+        if model
+        else ""
+    )
     return (
         "<p class='note'>A bar is a request, from its start to its answer; a dot a "
         "notification; a diamond the client's answer to a server→client request; a thick "
         "outline an injected fault. Arrows: a retry (how, after how long), a continuation, a "
         "re-initialisation after a 404. Hover a mark for its details; the table under each "
-        "timeline lists them.</p>"
+        f"timeline lists them.</p>{lane}"
         '<svg width="0" height="0" aria-hidden="true"><defs><marker id="arrow" '
         'viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0 0L10 5L0 10z"/></marker></defs></svg>'
@@ -407,7 +420,30 @@ def _timeline(chain: Chain) -> str:
         f"<h4>{esc(client)} · {esc(first.scenario or 'no scenario')} · {esc(ids)}</h4>"
         f"<div class='scroll'>{timeline.draw(chain)}</div>"
         f"<details><summary>as a table</summary><div class='scroll'><table><thead><tr>"
-        f"{head}</tr></thead><tbody>{rows}</tbody></table></div></details></article>"
+        f"{head}</tr></thead><tbody>{rows}</tbody></table></div>{_model_table(chain)}"
+        "</details></article>"
+    )
+
+
+def _model_table(chain: Chain) -> str:
+    """The model's lane and the stalls as text, under the records' table (nothing when
+    the timeline has no model lane)."""
+    if not chain.turns:
+        return ""
+    t0 = min(
+        [float(r.at_ms) for r in chain.records if r.at_ms is not None]
+        + [float(t.at_ms) for t in chain.turns]
+    )
+    rows = [(float(t.at_ms), "model turn", timeline.turn_tooltip(t, t0)) for t in chain.turns]
+    rows += [(float(s.start_ms), "stall", timeline.stall_tooltip(s, t0)) for s in chain.stalls]
+    body = "".join(
+        f"<tr><td>+{esc(duration(at - t0))}</td><td>{what}</td><td>{esc(detail)}</td></tr>"
+        for at, what, detail in sorted(rows, key=lambda row: row[0])
+    )
+    return (
+        "<div class='scroll'><table class='model'><thead><tr><th scope='col'>at</th>"
+        "<th scope='col'>what</th><th scope='col'>detail</th></tr></thead>"
+        f"<tbody>{body}</tbody></table></div>"
     )
 
 

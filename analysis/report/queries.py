@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.hangs import HANG_COLUMNS
 from mcp_layers_analysis.queries import (
     LAST_STATUS,
     RETRY_COLUMNS,
@@ -39,6 +40,10 @@ COLUMNS: Final = tuple(
             "sse",
             "sessionStats",
             "postCount",
+            # The model's lane: its turns, the turn each `tools/call` was asked for by,
+            # and what `hangs` reads to find the stalls.
+            "modelCall",
+            *HANG_COLUMNS,
         )
     )
 )
@@ -93,18 +98,24 @@ TIMELINE_COLUMNS: Final = (
     "rank",
     "records",
     "retryDelayMs",
+    "src",
+    "model_turn",
+    "model_join",
+    "model_target",
 )
 
 
 def timeline(sessions: Sequence[str], filters: Filters, per_session: int) -> str:
     """The records of `sessions` (at most `per_session` of each, the first ones), each with
     its time in epoch ms and the input position (`seq`) of the record its `retryOf` and
-    `continues` name: the nearest earlier record with that id in the same proxy run.
+    `continues` name: the nearest earlier record with that id in the same proxy run; and
+    of the `model_turn` record its `modelCall` names (in the same proxy run; it may be
+    written after the call: a turn's record is written when its answer ends).
     Only `shown` has the record's columns: the unqualified ones below are its own."""
     # The proxy run (`seg`) is numbered over narrow rows: a window over every column of
     # every record is most of the time this query takes on a big input.
     return f"""WITH r AS (
-  SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id,
+  SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind = {sql(Kind.MODEL_TURN)} AS turn,
     sum(CASE WHEN id = 1 THEN 1 ELSE 0 END) OVER (
       PARTITION BY {SOURCE} ORDER BY {SEQUENCE} ROWS UNBOUNDED PRECEDING) AS seg
   FROM {TABLE}
@@ -121,11 +132,14 @@ def timeline(sessions: Sequence[str], filters: Filters, per_session: int) -> str
   SELECT seq, src, retryOf AS target_id, 0 AS how FROM shown WHERE retryOf IS NOT NULL
   UNION ALL
   SELECT seq, src, continues, 1 FROM shown WHERE continues IS NOT NULL
+  UNION ALL
+  SELECT seq, src, modelCall.turn, 2 FROM shown WHERE modelCall IS NOT NULL
 ), targets AS (
   SELECT l.seq, l.how, max(t.seq) AS target
   FROM links l
   JOIN r ls ON ls.seq = l.seq
-  JOIN r t ON t.src = l.src AND t.seg = ls.seg AND t.id = l.target_id AND t.seq < l.seq
+  JOIN r t ON t.src = l.src AND t.seg = ls.seg AND t.id = l.target_id
+    AND CASE WHEN l.how = 2 THEN t.turn ELSE t.seq < l.seq END
   GROUP BY 1, 2
 )
 SELECT s.ts, s.id, s.kind, s.method, s.tool, s.serverMethod, s.httpStatuses, s.outcome,
@@ -136,10 +150,12 @@ SELECT s.ts, s.id, s.kind, s.method, s.tool, s.serverMethod, s.httpStatuses, s.o
   epoch_ms(TRY_CAST(s.ts AS TIMESTAMP)) AS at_ms,
   {LAST_STATUS} AS status,
   rt.target, ct.target, s.sessionStats.getStreams, s.sessionStats.serverRequests,
-  s.rank, s.records, s.retryDelayMs
+  s.rank, s.records, s.retryDelayMs,
+  s.src, s.modelCall.turn, s.modelCall."join", mt.target
 FROM shown s
 LEFT JOIN targets rt ON rt.seq = s.seq AND rt.how = 0
 LEFT JOIN targets ct ON ct.seq = s.seq AND ct.how = 1
+LEFT JOIN targets mt ON mt.seq = s.seq AND mt.how = 2
 ORDER BY s.session, s.rank"""
 
 
@@ -163,3 +179,54 @@ FROM r n JOIN r t ON t.src = n.src AND t.seg = n.seg AND t.id = n.retryOf AND t.
 WHERE n.kind = {sql(Kind.REQUEST)} AND n.matched AND t.matched
   AND n.session IS NOT NULL AND t.session IS NOT NULL AND n.session <> t.session
 ORDER BY 1, 2"""
+
+
+#: The columns `model_turns` gives, in order.
+MODEL_TURN_COLUMNS: Final = (
+    "chain",
+    "src",
+    "seq",
+    "id",
+    "at_ms",
+    "durationMs",
+    "provider",
+    "model",
+    "streamed",
+    "ttftMs",
+    "stopReason",
+    "complete",
+    "error",
+    "toolCalls",
+    "inputTokens",
+    "outputTokens",
+    "rank",
+    "turns",
+)
+
+
+def model_turns(spans: Sequence[tuple[int, int, float, float]], per_chain: int) -> str:
+    """The `model_turn` records of each chain's input that overlap its time: `spans` are
+    (chain, input, start, end), times in epoch ms. At most `per_chain` of each chain, the
+    first ones, each with how many it has in all (`turns`). A turn has no session and no
+    client: it belongs to a chain by input and time, whatever the filters (as `hangs`
+    keeps it)."""
+    values = ", ".join(f"({c}, {s}, {a!r}, {b!r})" for c, s, a, b in spans)
+    return f"""WITH c(chain, src, a, b) AS (VALUES {values}
+), t AS (
+  SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, durationMs, modelTurn,
+    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS at_ms
+  FROM {TABLE}
+  WHERE kind = {sql(Kind.MODEL_TURN)} AND ts IS NOT NULL
+), j AS (
+  SELECT c.chain, t.*,
+    row_number() OVER (PARTITION BY c.chain ORDER BY t.at_ms, t.seq) AS rank,
+    count(*) OVER (PARTITION BY c.chain) AS turns
+  FROM c JOIN t ON t.src = c.src AND t.at_ms <= c.b
+    AND t.at_ms + coalesce(t.durationMs, 0) >= c.a
+)
+SELECT chain, src, seq, id, at_ms, durationMs, modelTurn.provider, modelTurn.model,
+  modelTurn.streamed, modelTurn.ttftMs, modelTurn.stopReason, modelTurn.complete,
+  modelTurn.error, modelTurn.toolCalls, modelTurn.inputTokens, modelTurn.outputTokens,
+  rank, turns
+FROM j WHERE rank <= {per_chain}
+ORDER BY chain, rank"""
