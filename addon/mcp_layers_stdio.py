@@ -14,21 +14,26 @@ same records. Why it imports only the standard library: a client counts the wrap
 start-up against the server's (Codex gives both 10 s), so the core (the tracker, the
 classifiers, the JSON writer) is imported by the recorder while the server starts.
 
-Two processes. The wrapper runs three pumps (stdin, stdout, stderr), threads that do
-nothing but `os.read`, `os.write` and hand a copy of each chunk to the recorder. The
-recorder is a fork of the wrapper (made before any thread starts) that cuts the copies
-into lines, feeds them to the core and writes the records. A process, not a thread:
-the recorder's Python would hold the GIL the pumps need, and a pump waiting for it waits
-up to the interpreter's switch interval (5 ms) per chunk. The copies go over a
-SOCK_SEQPACKET socket pair, each send whole or not at all (`MSG_DONTWAIT`): when the
-recorder falls behind, the copy is dropped and counted (`observer_dropped`), the bytes
-never wait. Each copy carries its offset in its direction, so the recorder sees a gap and
-resynchronises at the next newline.
+Two processes. The wrapper runs three pumps (stdin, stdout, stderr), threads that move
+bytes and put a copy of each chunk in the recorder's pipe before writing it on. Without
+fault rules the bytes never enter this process (Linux): each direction is spliced into a
+pipe of the wrapper's, `tee(2)`d (libc's, through ctypes: Python's `os` has no `tee`) into
+a second and spliced from there to the recorder, then spliced on (`SplicePump`); where an
+end cannot be spliced, or with fault rules (which read the lines), it is `read` and
+`write` (`pump`, `FaultLines`). The recorder is a fork of the wrapper (made before any
+thread starts) that reads the copies, cuts them into lines, feeds them to the core and
+writes the records. A process, not a thread: the recorder's Python would hold the GIL the
+pumps need, and a pump waiting for it waits up to the interpreter's switch interval
+(5 ms) per chunk. Both directions share the recorder's one pipe, a frame at a time
+(`Feed`), so it reads them in the order they were copied: what one side sends in reaction
+to the other is always recorded after it. When the recorder is behind, the pipe fills and
+the pumps wait for it (back-pressure): it sees every byte, in bounded memory
+(`FEED_BYTES`), and a flood goes at the recorder's pace.
 
 The main thread waits for the server, forwards SIGTERM, SIGINT and SIGHUP to it, and exits
 as it did: its exit code, or its signal raised again on the wrapper (128+N where that is
 not possible). The recorder ignores those signals, finishes the records when the wrapper
-closes its socket, and is waited for (a few milliseconds, at most `RECORDER_GRACE_S`).
+closes its pipe, and is waited for (a few milliseconds, at most `RECORDER_GRACE_S`).
 
 Settings come only from argv: clients pass servers a filtered environment.
 """
@@ -39,23 +44,23 @@ import contextlib
 import errno
 import fcntl
 import os
-import select
 import signal
-import socket
 import struct
 import sys
 import threading
 import time
-from collections import deque
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; only the checker needs it
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any, BinaryIO, Final
 
     from mcp_layers_core.jsonl import RecordWriter
     from mcp_layers_core.stdio import StdioObserver
     from mcp_layers_core.stdio_faults import StdioFaults
+
+    #: `tee(src, dst, n)`: bytes copied (libc's, `load_tee`).
+    Tee = Callable[[int, int, int], int]
 
 USAGE: Final = (
     "usage: mcp-layers wrap [--record-dir DIR] [--name NAME] [--scenario LABEL] "
@@ -71,17 +76,14 @@ DEFAULT_MAX_LINE_KB: Final = 16 * 1024
 #: allows (Linux `F_SETPIPE_SZ`): fewer, larger reads and writes for a large message.
 READ_BYTES: Final = 1 << 20
 
-#: The most one copy to the recorder carries: a datagram must fit the socket's send
-#: buffer, which an unprivileged process cannot raise past `wmem_max` (~200 KiB).
-FRAME_BYTES: Final = 96 * 1024
+#: The recorder's pipe is this big (where the system allows): how far it may fall behind
+#: before the pumps wait for it (back-pressure; it sees every byte).
+FEED_BYTES: Final = 1 << 20
 
-#: Copies a pump keeps for a recorder that is behind (a burst, a multi-MiB line), per
-#: direction; past it they are dropped and counted (`observer_dropped`).
-BACKLOG_BYTES: Final = 16 << 20
-
-#: A copy's header: direction (b"c" client->server, b"s" server->client), its offset in
-#: that direction, and when it was read.
-HEADER: Final = struct.Struct("<cQd")
+#: A frame's header on the recorder's pipe: what follows (b"c" client->server, b"s"
+#: server->client, b"x" a control message), its offset in that direction, when it was
+#: read, and its length.
+HEADER: Final = struct.Struct("<cQdI")
 
 #: After the server exits and its stdout ends: how long its stderr may still take (a
 #: grandchild holding it open must not keep the wrapper alive), and the recorder.
@@ -235,168 +237,250 @@ def open_recording(directory: str, started: float) -> tuple[int, str]:
     return fd, path
 
 
-def widen(fd: int) -> None:
-    """Let a pipe hold `READ_BYTES` (Linux), never less than it held; elsewhere, for
-    what is not a pipe, or when refused, as it is."""
+def widen(fd: int, size: int = READ_BYTES) -> int:
+    """Let a pipe hold `size` bytes (Linux), never less than it held; elsewhere, for what
+    is not a pipe, or when refused, as it is. Returns what it holds (`size` if unknown)."""
     getsize = getattr(fcntl, "F_GETPIPE_SZ", None)
     setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
-    if getsize is not None and setsize is not None:
-        with contextlib.suppress(OSError):
-            if fcntl.fcntl(fd, getsize) < READ_BYTES:
-                fcntl.fcntl(fd, setsize, READ_BYTES)
+    if getsize is None or setsize is None:
+        return size
+    try:
+        held = int(fcntl.fcntl(fd, getsize))
+        if held < size:
+            held = int(fcntl.fcntl(fd, setsize, size))
+    except OSError:
+        return size
+    return held
 
 
-def write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
         view = view[n:]
 
 
+class Feed:
+    """The recorder's pipe, shared by the pumps and the main thread. One frame at a time
+    (a lock), so the recorder reads both directions in the order they were copied: a copy
+    is in the pipe before its bytes are written on, so what the other side sends in
+    reaction always comes after it. A write waits while the pipe is full (the recorder is
+    behind): the bytes wait with it, memory stays bounded, and the recorder sees every
+    byte. If the recorder is gone the bytes flow on, uncopied."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()
+        self.open = True
+
+    def send(self, kind: bytes, offset: int, ts: float, data: bytes) -> None:
+        header = HEADER.pack(kind, offset, ts, len(data))
+        small = len(data) < 4096  # one write; a large copy is not joined to its header
+        with self.lock:
+            if self.open:
+                try:
+                    write_all(self.fd, header + data if small else header)
+                    if not small:
+                        write_all(self.fd, data)
+                except OSError:
+                    self.open = False  # the recorder is gone
+
+    def splice_from(self, kind: bytes, offset: int, ts: float, stage: int, n: int) -> None:
+        """`n` bytes waiting in the pipe `stage` (a `tee` of them) become a frame, moved in
+        the kernel (`splice`). `stage` is left empty whatever happens (the next `tee`
+        must find it so)."""
+        left = n
+        with self.lock:
+            try:
+                if self.open:
+                    write_all(self.fd, HEADER.pack(kind, offset, ts, n))
+                    while left:
+                        left -= os.splice(stage, self.fd, left)
+            except OSError:
+                self.open = False  # the recorder is gone
+            if left:
+                discard(stage, left)
+
+    def close(self) -> None:
+        with self.lock:
+            if self.open:
+                self.open = False
+                os.close(self.fd)
+
+
+def discard(fd: int, n: int) -> None:
+    """Read `n` bytes from `fd` and forget them (a stage whose copy has nowhere to go)."""
+    while n > 0 and (data := os.read(fd, n)):
+        n -= len(data)
+
+
 class Copier:
-    """A pump's line to the recorder. A copy is sent whole (`MSG_DONTWAIT`) or, when the
-    recorder is behind, kept in a backlog (at most `BACKLOG_BYTES`, then dropped and
-    counted) that the pump sends as room appears; the pump never waits for it."""
+    """One direction's copies to the recorder (its offset), or, for stderr (`b"e"`), its
+    line count: stderr is passed on and counted, never recorded."""
 
-    __slots__ = (
-        "backlog",
-        "backlog_bytes",
-        "behind",
-        "dropped_lines",
-        "lines",
-        "offset",
-        "open",
-        "skipped_bytes",
-        "sock",
-        "tag",
-    )
+    __slots__ = ("feed", "lines", "offset", "tag")
 
-    def __init__(self, sock: socket.socket, tag: bytes) -> None:
-        self.sock = sock
+    def __init__(self, feed: Feed, tag: bytes) -> None:
+        self.feed = feed
         self.tag = tag
         self.offset = 0
-        self.dropped_lines = 0
-        self.lines = 0  # stderr's: counted here, never copied
-        self.open = True
-        self.backlog: deque[list[bytes]] = deque()
-        self.backlog_bytes = 0
-        #: A copy had to be dropped: until the backlog is sent, the pump moves bytes
-        #: without looking at them (`skip`), where the system can (`os.splice`).
-        self.behind = False
-        self.skipped_bytes = 0
+        self.lines = 0
 
     def copy(self, data: bytes, ts: float) -> None:
         if self.tag == b"e":
             self.lines += data.count(b"\n")
             return
-        offset, self.offset = self.offset, self.offset + len(data)
-        if not self.open:
-            return
-        for start in range(0, len(data), FRAME_BYTES):
-            frame = [HEADER.pack(self.tag, offset + start, ts), data[start : start + FRAME_BYTES]]
-            if not self.backlog and self._send(frame):
-                continue
-            if self.backlog_bytes + len(frame[1]) > BACKLOG_BYTES:
-                self.dropped_lines += frame[1].count(b"\n")  # the recorder sees the gap
-                self.behind = True
-                continue
-            self.backlog.append(frame)
-            self.backlog_bytes += len(frame[1])
-        if self.backlog:
-            self.flush()
+        self.feed.send(self.tag, self.offset, ts, data)
+        self.offset += len(data)
 
-    def _send(self, frame: list[bytes], flags: int = socket.MSG_DONTWAIT) -> bool:
-        try:
-            self.sock.sendmsg(frame, [], flags)
-        except BlockingIOError:
-            return False
-        except OSError:
-            self.open = False  # the recorder is gone: the bytes still flow
-            self.backlog.clear()
-        return True
-
-    def flush(self) -> None:
-        """Send what the backlog holds, as far as there is room."""
-        while self.backlog and self._send(self.backlog[0]):
-            if self.backlog:
-                self.backlog_bytes -= len(self.backlog.popleft()[1])
-        if not self.backlog:
-            self.behind = False
-
-    def drain(self, timeout: float = RECORDER_GRACE_S) -> None:
-        """At the end (the bytes are through): send the whole backlog, waiting for room,
-        but not past `timeout` for a recorder that stopped reading (the rest is counted
-        as dropped)."""
-        deadline = time.monotonic() + timeout
-        while self.backlog and self.open:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.dropped_lines += sum(frame[1].count(b"\n") for frame in self.backlog)
-                self.backlog.clear()
-                break
-            select.select([], [self.sock], [], left)
-            self.flush()
-
-    def skip(self, n: int) -> None:
-        """`n` bytes passed that the recorder will not see (it finds the gap by offset)."""
+    def copy_staged(self, stage: int, n: int, ts: float) -> None:
+        self.feed.splice_from(self.tag, self.offset, ts, stage, n)
         self.offset += n
-        self.skipped_bytes += n
-        self.flush()
 
 
 def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], None]) -> None:
-    """Copy `src` to `dst` until EOF (or `dst` is gone), then `on_end(broke)`. Each chunk
-    goes to the recorder (a non-blocking send) before it is written on: what the other
-    side sends in reaction is then always copied after it, whichever pump runs first (a
-    `tools/call` sent on a `tools/list` answer must not reach the recorder before it)."""
+    """Copy `src` to `dst` with `read` and `write` until EOF (or `dst` is gone), then
+    `on_end(broke)`. Each chunk is copied to the recorder before it is written on (`Feed`).
+    The path where an end cannot be spliced, and stderr's."""
     broke = False
     clock = time.time
-    splice = getattr(os, "splice", None)
     try:
         while True:
-            if copier is not None and copier.behind and splice is not None:
-                # The recorder is far behind and copies are being dropped anyway: move the
-                # bytes in the kernel (no copy through this process) until it catches up.
-                try:
-                    n = splice(src, dst, READ_BYTES)
-                except OSError as e:
-                    if e.errno in (errno.EINVAL, errno.ENOSYS, errno.EBADF):
-                        splice = None  # neither side is a pipe, or no splice: read and write
-                        continue
-                    broke = e.errno == errno.EPIPE
-                    break
-                if not n:
-                    break
-                copier.skip(n)
-                continue
-            if copier is not None and copier.backlog:
-                # Copies wait for the recorder: read on as soon as there is input, and
-                # send them as soon as there is room, whichever comes first.
-                ready = select.select([src], [copier.sock], [])
-                if ready[1]:
-                    copier.flush()
-                if not ready[0]:
-                    continue
             try:
                 data = os.read(src, READ_BYTES)
             except OSError:
                 break
             if not data:
                 break
-            # Stamped and copied when read, before it is written on: a request's time and
-            # copy then always come before its answer's.
-            ts = clock()
             if copier is not None:
-                copier.copy(data, ts)
+                # Stamped and copied when read, before it is written on: a request's time
+                # and copy then always come before its answer's.
+                copier.copy(data, clock())
             try:
                 write_all(dst, data)
             except OSError:
                 broke = True
                 break
     finally:
-        on_end(broke)  # first: the other side sees the end at once
-        if copier is not None:
-            copier.drain()  # the bytes are through: the recorder may take its time
+        on_end(broke)  # the other side sees the end at once
+
+
+def load_tee() -> Tee | None:
+    """libc's `tee(2)` (Python's `os` has `splice` but not `tee`), or None where either is
+    missing (not Linux, no libc). `ctypes` is imported here, after the server started."""
+    if not hasattr(os, "splice") or not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).tee
+    except (ImportError, OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_ssize_t
+    fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint)
+    get_errno = ctypes.get_errno
+
+    def tee(src: int, dst: int, n: int) -> int:
+        while True:
+            got = int(fn(src, dst, n, 0))  # ctypes lets go of the GIL meanwhile
+            if got >= 0:
+                return got
+            err = get_errno()
+            if err != errno.EINTR:
+                raise OSError(err, os.strerror(err))
+
+    return tee
+
+
+#: splice(2) refuses these ends (a terminal, a file opened for appending, no splice at
+#: all): the direction is moved by `read` and `write` instead.
+UNSPLICEABLE: Final = (errno.EINVAL, errno.ENOSYS, errno.EBADF, errno.EOPNOTSUPP)
+
+
+class SplicePump:
+    """One direction moved in the kernel (Linux): `src` is spliced into a pipe of the
+    wrapper's (`held`, so a socket or a pipe alike), its bytes `tee`d into a second
+    (`stage`) and spliced from there to the recorder (`Feed`), then spliced on to `dst`.
+    No byte crosses into this process, and the copy is in the recorder's pipe before its
+    bytes move on (as `pump`). Where an end cannot be spliced, it falls back to `read` and
+    `write` (the bytes already taken are passed on first)."""
+
+    def __init__(self, src: int, dst: int, copier: Copier, tee: Tee) -> None:
+        self.src = src
+        self.dst = dst
+        self.copier = copier
+        self.tee = tee
+        self.held_r, self.held_w = os.pipe()
+        self.stage_r, self.stage_w = os.pipe()
+        # What one splice takes: what both internal pipes hold (a tee then copies it all).
+        self.chunk = min(widen(self.held_w), widen(self.stage_w))
+        self.dst_splices = True
+
+    def run(self, on_end: Callable[[bool], None]) -> None:
+        broke = False
+        try:
+            broke = self._relay()
+        finally:
+            on_end(broke)
+            for fd in (self.held_r, self.held_w, self.stage_r, self.stage_w):
+                os.close(fd)
+
+    def _relay(self) -> bool:
+        """Until EOF; True when `dst` is gone (EPIPE)."""
+        clock = time.time
+        while True:
+            try:
+                n = os.splice(self.src, self.held_w, self.chunk)
+            except OSError as e:
+                if e.errno in UNSPLICEABLE:
+                    broke = [False]
+                    pump(self.src, self.dst, self.copier, broke.append)
+                    return broke[-1]
+                return False
+            if not n:
+                return False
+            ts = clock()
+            while n:
+                # The stage is empty and as big as `held`: the tee takes what `held` has,
+                # but a smaller stage (a refused F_SETPIPE_SZ) may take less: then round
+                # by round, each part copied before it moves on.
+                part = n
+                if self.copier.feed.open:
+                    part = self.tee(self.held_r, self.stage_w, n)
+                    self.copier.copy_staged(self.stage_r, part, ts)
+                else:
+                    self.copier.offset += part
+                if not self._forward(part):
+                    return True
+                n -= part
+
+    def _forward(self, n: int) -> bool:
+        """Move `n` bytes from `held` to `dst`; False when `dst` is gone."""
+        try:
+            while n and self.dst_splices:
+                try:
+                    n -= os.splice(self.held_r, self.dst, n)
+                except OSError as e:
+                    if e.errno not in UNSPLICEABLE:
+                        raise
+                    self.dst_splices = False
+            while n:
+                data = os.read(self.held_r, n)
+                write_all(self.dst, data)
+                n -= len(data)
+        except OSError:
+            return False
+        return True
+
+
+def relay(
+    src: int, dst: int, copier: Copier, tee: Tee | None, on_end: Callable[[bool], None]
+) -> None:
+    """One direction, in the kernel where the system can (`SplicePump`), else `pump`."""
+    if tee is None:
+        pump(src, dst, copier, on_end)
+    else:
+        SplicePump(src, dst, copier, tee).run(on_end)
 
 
 def load_faults(o: Options) -> StdioFaults | None:
@@ -522,7 +606,6 @@ class FaultLines:
                     write_all(dst, buf.rest())  # a last line without its newline, as it came
         finally:
             on_end(broke)
-            copier.drain()
 
     def downward(self, src: int, on_end: Callable[[bool], None]) -> None:
         buf = Splitter()
@@ -567,7 +650,6 @@ class FaultLines:
             for timer in self.timers:
                 timer.join()  # delayed answers go out before the client sees the end
             on_end(broke)
-            self.answers.drain()
 
 
 def spawn(command: list[str]) -> tuple[int, int, int, int]:
@@ -638,34 +720,25 @@ class Wrapper:
         for signum in self.pending_signals:
             self.forward(signum, None)
 
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        for s in (mine, theirs):
-            try:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-            except OSError:
-                pass
+        feed_r, feed_w = os.pipe()
+        widen(feed_w, FEED_BYTES)
         recorder = os.fork()  # no thread runs yet: a plain fork is safe
         if recorder == 0:
-            mine.close()
+            os.close(feed_w)
             for end in (child_in, child_out, child_err):
                 os.close(end)
-            recorder_process(theirs, fd, server, run_id, started, o)
-        theirs.close()
+            recorder_process(feed_r, fd, server, run_id, started, o)
+        os.close(feed_r)
         os.close(fd)
-
-        control = threading.Lock()
+        feed = Feed(feed_w)
 
         def tell(*item: object) -> None:
-            """A control message (`x` and words, the last may hold spaces): small, rare,
-            never dropped."""
-            with control, contextlib.suppress(OSError):
-                # Waits for room, but not for ever on a recorder that stopped reading.
-                select.select([], [mine], [], RECORDER_GRACE_S)
-                mine.send(b"x" + " ".join(map(str, item)).encode(), socket.MSG_DONTWAIT)
+            """A control message (words, the last may hold spaces): small, rare, never
+            dropped, in order with the copies."""
+            feed.send(b"x", 0, 0.0, " ".join(map(str, item)).encode())
 
-        client = Copier(mine, b"c")
-        answers = Copier(mine, b"s")
+        client = Copier(feed, b"c")
+        answers = Copier(feed, b"s")
 
         def stdin_ended(broke: bool) -> None:
             tell("epipe", "server") if broke else tell("c_eof", time.time())
@@ -685,17 +758,20 @@ class Wrapper:
                 with contextlib.suppress(OSError):
                     os.close(child_out)
 
-        stderr = Copier(mine, b"e")
+        stderr = Copier(feed, b"e")
 
         def stderr_ended(_broke: bool) -> None:
             pass
 
         if faults is None:
+            # Without rules nothing needs the bytes in this process: moved in the kernel
+            # where both ends allow (`relay`); `ctypes` is imported now, the server started.
+            tee = load_tee()
             upward = threading.Thread(
-                target=pump, args=(0, child_in, client, stdin_ended), daemon=True
+                target=relay, args=(0, child_in, client, tee, stdin_ended), daemon=True
             )
             downward = threading.Thread(
-                target=pump, args=(child_out, 1, answers, stdout_ended), daemon=True
+                target=relay, args=(child_out, 1, answers, tee, stdout_ended), daemon=True
             )
         else:
 
@@ -729,11 +805,9 @@ class Wrapper:
         while threads[1].is_alive() and not self.stop:
             threads[1].join(0.05)
         threads[2].join(STDERR_GRACE_S)
-        tell("lost", client.dropped_lines + answers.dropped_lines)
-        tell("skipped", client.skipped_bytes + answers.skipped_bytes)
         tell("stderr", stderr.lines)
         tell("exit", ended, code)
-        mine.close()
+        feed.close()
         deadline = time.monotonic() + RECORDER_GRACE_S
         while time.monotonic() < deadline:
             if os.waitpid(recorder, os.WNOHANG)[0]:
@@ -826,9 +900,9 @@ class Lines:
 
 
 def recorder_process(
-    sock: socket.socket, fd: int, server: str, run_id: str, started: float, o: Options
+    feed: int, fd: int, server: str, run_id: str, started: float, o: Options
 ) -> None:
-    """The forked recorder: copies in, records out, until the wrapper closes the socket."""
+    """The forked recorder: copies in, records out, until the wrapper closes the pipe."""
     for s in FORWARDED:
         signal.signal(s, signal.SIG_IGN)  # the group's signals are for the server
     with contextlib.suppress(OSError):
@@ -840,60 +914,64 @@ def recorder_process(
     os.close(null)
     code = 0
     try:
-        record(sock, fd, server, run_id, started, o)
+        record(feed, fd, server, run_id, started, o)
     except BaseException as e:  # the recorder must never take the run down
         os.write(2, f"mcp-layers wrap: the recorder stopped ({e!r})\n".encode())
         code = 1
     os._exit(code)
 
 
-def record(
-    sock: socket.socket, fd: int, server: str, run_id: str, started: float, o: Options
-) -> None:
+def frames(feed: int) -> Iterator[tuple[bytes, int, float, bytes]]:
+    """The frames on the recorder's pipe (`Feed`), in order, until the wrapper closes it."""
+    reader = os.fdopen(feed, "rb", buffering=FEED_BYTES)
+    size, unpack = HEADER.size, HEADER.unpack
+    while len(header := reader.read(size)) == size:
+        kind, offset, ts, n = unpack(header)
+        data = reader.read(n)
+        if len(data) < n:
+            break
+        yield kind, offset, ts, data
+    reader.close()
+
+
+def record(feed: int, fd: int, server: str, run_id: str, started: float, o: Options) -> None:
     observer, writer, f = recorder_parts(fd, server, run_id, started, o)
     cut = {b"c": Lines(o.max_line), b"s": Lines(o.max_line)}
-    from_client, from_server = observer.from_client, observer.from_server
-    size = HEADER.size + FRAME_BYTES
-    unpack = HEADER.unpack_from
-    while True:
-        msg = sock.recv(size)
-        if not msg:
-            break
-        tag = msg[:1]
-        if tag == b"c" or tag == b"s":
-            _, offset, ts = unpack(msg)
-            take = from_client if tag == b"c" else from_server
-            out: list[dict[str, Any]] = []
-            for line, n in cut[tag].feed(offset, msg[HEADER.size :]):
-                out += take(line, n, ts)
-            if out:
-                writer.write(out)
+    take = {b"c": observer.from_client, b"s": observer.from_server}
+    for kind, offset, ts, data in frames(feed):
+        if kind == b"x":
+            control(observer, writer, cut[b"s"], data)
             continue
-        what, *args = msg[1:].decode().split(" ", 1 if msg.startswith(b"xinject") else -1)
-        if what == "inject":
-            import json
-
-            rpc_id, rule, action = json.loads(args[0])
-            observer.injected(rpc_id, {"rule": rule, "action": action})
-        elif what == "c_eof":
-            observer.client_closed(float(args[0]))
-        elif what == "epipe":
-            if args[0] == "client":
-                observer.epipe_to_client = True
-            else:
-                observer.epipe_to_server = True
-        elif what == "lost":
-            observer.lost(int(args[0]))
-        elif what == "skipped":
-            observer.skipped = int(args[0])
-        elif what == "stderr":
-            observer.stderr += int(args[0])
-        elif what == "exit":
-            observer.server_closed(cut[b"s"].size)
-            code = int(args[1])
-            sig = signal.Signals(-code).name if code < 0 else None
-            writer.write(observer.exited(float(args[0]), None if sig else code, sig))
+        out: list[dict[str, Any]] = []
+        for line, n in cut[kind].feed(offset, data):
+            out += take[kind](line, n, ts)
+        if out:
+            writer.write(out)
     f.close()
+
+
+def control(observer: StdioObserver, writer: RecordWriter, stdout: Lines, body: bytes) -> None:
+    """A control message from the wrapper (`tell`)."""
+    what, *args = body.decode().split(" ", 1 if body.startswith(b"inject") else -1)
+    if what == "inject":
+        import json
+
+        rpc_id, rule, action = json.loads(args[0])
+        observer.injected(rpc_id, {"rule": rule, "action": action})
+    elif what == "c_eof":
+        observer.client_closed(float(args[0]))
+    elif what == "epipe":
+        if args[0] == "client":
+            observer.epipe_to_client = True
+        else:
+            observer.epipe_to_server = True
+    elif what == "stderr":
+        observer.stderr += int(args[0])
+    elif what == "exit":
+        observer.server_closed(stdout.size)
+        code = int(args[1])
+        sig = signal.Signals(-code).name if code < 0 else None
+        writer.write(observer.exited(float(args[0]), None if sig else code, sig))
 
 
 def install(o: Options) -> int:
