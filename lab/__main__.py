@@ -82,7 +82,7 @@ def write_outputs(out_dir: Path, publish: Path | None) -> int:
         return 2
     env = json.loads((out_dir / ENVIRONMENT).read_text(encoding="utf-8"))
     date = env.pop("date", None)
-    cells = [matrix.build_cell(r) for r in results]
+    cells = matrix.build_cells(results)
     text = matrix.render(cells, env, date)
     (out_dir / "MATRIX.md").write_text(text, encoding="utf-8")
     (out_dir / "runs.md").write_text(matrix.runs_table(cells), encoding="utf-8")

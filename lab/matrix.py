@@ -9,7 +9,11 @@ Every cell comes from a run's files, never from what the lab expected:
   tool call (having received a result) between the previous attempt and this one;
 - reached the model: the fake model's log of the tool results it received;
 - client printed: the ``LAB-DONE results=…`` line in the client's stdout, which must agree
-  with the model's log (the matrix says so when it does not).
+  with the model's log (the matrix says so when it does not);
+- waited on: the stalls in the run's recording, each with who was waited on, by
+  ``mcp-layers hangs``' own query (``mcp_layers_analysis.hangs``): every run sends the
+  agent's model API through the proxy too, so the recording holds both halves of its turn.
+  A hang fault (``HANG_FAULTS``) must be named for the party it stalls.
 
 Delays are shown in coarse buckets, so that a rerun gives the same matrix; the exact
 figures are in ``runs.md`` beside it.
@@ -25,6 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from mcp_layers_analysis import hangs
+from mcp_layers_analysis.errors import AnalysisError, InputError
+from mcp_layers_analysis.filters import Filters
+from mcp_layers_analysis.hangs import Silence, WaitedOn
+from mcp_layers_analysis.inputs import expand
 from mcp_layers_core.record import RETRY_ORIGINS, SUCCESSFUL, Kind, NoteCode, RetryOrigin
 
 from . import clients as clients_mod
@@ -54,6 +63,29 @@ MODEL_BUCKETS: Final = (
     (10000.0, "1–10 s"),
     (float("inf"), "≥10 s"),
 )
+
+
+#: A stall: a silence `mcp-layers hangs` reports by default, and the forensics too.
+STALL_MS: Final = hangs.STALL_MS
+#: Shorter silences are looked for too, down to this: a hang fault's cell then says how
+#: long the client waited on the hung party before it gave up, short of a stall.
+SILENCE_FLOOR_MS: Final = 1000
+#: A stall's length, in buckets whose bounds sit between the lab's figures (so that a rerun
+#: lands in the same one): the fake model's holds of 8 s (idle_cut, graceful_close) and
+#: 25 s (model_hang), Claude Code's 60 s MCP request timeout, the lab's kill at 120 s (a
+#: stall ends with the run: 110–120 s). The 10 s bound is `STALL_MS`.
+STALL_BUCKETS: Final = (
+    (5000.0, "1–5 s"),
+    (10000.0, "5–10 s"),
+    (20000.0, "10–20 s"),
+    (45000.0, "20–45 s"),
+    (90000.0, "45–90 s"),
+    (float("inf"), "≥90 s"),
+)
+#: Who each hang fault makes the client wait on: a stall in its cell must name that party
+#: (issue 28: `hangs` names `mcp_server` for a tools/call the server never answers, `model`
+#: for a model that holds its answer). Anyone else named is a finding or a bug in `hangs`.
+HANG_FAULTS: Final = {"tools_call_hang": WaitedOn.MCP_SERVER, "model_hang": WaitedOn.MODEL}
 
 
 def bucket(ms: float | None, buckets: tuple[tuple[float, str], ...] = BUCKETS) -> str:
@@ -117,6 +149,9 @@ class Cell:
     #: the MCP protocol versions its requests carried: its era (2025-11-25: sessions;
     #: 2026-07-28: stateless), which decides which faults can reach it
     protocols: list[str] = field(default_factory=list)
+    #: the silences of its traffic of at least SILENCE_FLOOR_MS, with who was waited on
+    #: (`hangs.silences`), in time order
+    silences: list[Silence] = field(default_factory=list)
 
     @property
     def broken(self) -> bool:
@@ -191,6 +226,15 @@ class Cell:
         return f"exit {r.exit_code}, no answer"
 
     @property
+    def stalls(self) -> list[Silence]:
+        """The silences `mcp-layers hangs` reports by default."""
+        return [s for s in self.silences if s.ms >= STALL_MS]
+
+    @property
+    def waited_text(self) -> str:
+        return waited_on_text(self.silences, self.run.fault)
+
+    @property
     def agrees(self) -> bool:
         # `LAB-DONE results=none` reads as [], which is what a model without results has.
         return self.printed is None or self.printed == self.model
@@ -220,7 +264,72 @@ def hint(text: str) -> str:
     return ""
 
 
-def build_cell(run: RunResult) -> Cell:
+def waited_on_text(silences: list[Silence], fault: str) -> str:
+    """The *waited on* column: each stall's party and length (bucketed), in time order;
+    for a hang fault without a stall, how long the client waited on the hung party before
+    it gave up (or that it never stalled at all)."""
+    stalls = [s for s in silences if s.ms >= STALL_MS]
+    if stalls:
+        return ", ".join(
+            dict.fromkeys(f"{s.waited_on} {bucket(s.ms, STALL_BUCKETS)}" for s in stalls)
+        )
+    expected = HANG_FAULTS.get(fault)
+    if expected is None:
+        return "—"
+    waited = [s for s in silences if s.waited_on == expected]
+    if waited:
+        longest = max(waited, key=lambda s: s.ms)
+        return f"gave up sooner: {expected} {bucket(longest.ms, STALL_BUCKETS)}"
+    return f"no stall ≥{hangs.DEFAULT_MIN_S:g} s"
+
+
+def recordings(run_dir: Path) -> list[Path]:
+    """A run's recordings (what `read_records` reads)."""
+    return sorted(run_dir.glob("mcp-*.jsonl"))
+
+
+def silences_of(paths: list[Path]) -> dict[Path, list[Silence]]:
+    """Every silence of at least SILENCE_FLOOR_MS in each recording, by `hangs`' own query
+    over one engine for all of them (one per run would take seconds per hundred runs).
+
+    Raises AnalysisError or InputError (a recording that cannot be read)."""
+    if not paths:
+        return {}
+    from mcp_layers_analysis.duck import DuckEngine
+
+    sources = expand([str(p) for p in paths])
+    engine = DuckEngine()
+    try:
+        engine.load(sources, hangs.HANG_COLUMNS, lambda _: None, shared=True)
+        found = hangs.silences(engine, Filters(), SILENCE_FLOOR_MS)
+    finally:
+        engine.close()
+    out: dict[Path, list[Silence]] = {p: [] for p in paths}
+    for s in found:
+        path = sources[s.src].path
+        if path is not None:
+            out.setdefault(Path(path), []).append(s)
+    return out
+
+
+def build_cells(runs: list[RunResult]) -> list[Cell]:
+    """Every run's cell, the silences of all their recordings found in one pass."""
+    try:
+        found: dict[Path, list[Silence]] | None = silences_of(
+            [p for r in runs for p in recordings(Path(r.run_dir))]
+        )
+    except (AnalysisError, InputError):
+        found = None  # each cell reads its own, and the one that fails says so
+    if found is None:
+        return [build_cell(r) for r in runs]
+    return [
+        build_cell(r, [s for p in recordings(Path(r.run_dir)) for s in found.get(p, [])])
+        for r in runs
+    ]
+
+
+def build_cell(run: RunResult, silences: list[Silence] | None = None) -> Cell:
+    """One run's cell (`silences`: its recordings' silences, when already found)."""
     run_dir = Path(run.run_dir)
     cell = Cell(run)
     fault = presets.fault(run.fault)
@@ -322,6 +431,19 @@ def build_cell(run: RunResult) -> Cell:
     if records and client.client_info not in cell.clients_seen:
         seen = ", ".join(cell.clients_seen)
         cell.notes.append(f"records name {seen}, not {client.client_info}")
+    if silences is None:
+        try:
+            silences = [s for found in silences_of(recordings(run_dir)).values() for s in found]
+        except (AnalysisError, InputError) as exc:
+            cell.notes.append(f"hangs could not read the recording: {exc}")
+            silences = []
+    cell.silences = silences
+    expected = HANG_FAULTS.get(run.fault)
+    named = list(dict.fromkeys(str(s.waited_on) for s in cell.stalls))
+    if expected is not None and named and expected not in named:
+        # The fault stalls one party; a stall named for another is a finding about the
+        # client (it waited on something else) or a bug in `hangs`: either way, look.
+        cell.notes.append(f"hangs named {', '.join(named)}, not {expected}, for `{run.fault}`")
     return cell
 
 
@@ -414,6 +536,7 @@ HEADERS: Final = (
     "re-init",
     "reached the model",
     "client printed",
+    "waited on",
 )
 
 
@@ -459,6 +582,7 @@ def _table(cells: list[Cell]) -> list[str]:
                     "yes" if c.reinit else "no",
                     c.model_text,
                     c.printed_text,
+                    c.waited_text,
                 ]
             )
         )
@@ -554,15 +678,25 @@ LEGEND: Final = (
     "- **client printed**: the results the client printed at the end (the model's final "
     "answer names them); `≠ model` if they differ from the model's log, `timeout` if the "
     "client had to be killed.",
+    "- **waited on**: each stall of the run — a silence of its traffic of at least "
+    f"{hangs.DEFAULT_MIN_S:g} s, what `mcp-layers hangs` reports by default — with who was "
+    "waited on through it, as `hangs` names them from the same recording (the agent's model "
+    "API goes through the proxy too): `model` (a model request in flight), `mcp_server` (an "
+    "MCP request without its answer), `agent` (every answer in, nothing sent), `none` (the "
+    "model had ended its turn), `unknown` (no model traffic recorded); its length in "
+    "buckets (exact values in `runs.md`): 10–20 s, 20–45 s, 45–90 s, ≥90 s; `—` when "
+    "nothing stalled. In a hang fault's cell without a stall: `gave up sooner` and how long "
+    "the client waited on the hung party (1–5 s, 5–10 s), or `no stall`. `tools_call_hang` "
+    "must be named `mcp_server` and `model_hang` `model`: a cell whose stalls name only "
+    "someone else is listed under **Warnings**.",
 )
 
 
 def write_html(runs: Path, target: Path) -> None:
     """The matrix as a page: the report's compare section (client × scenario heat map and
     every figure) over the runs' recordings, its rows grouped by client (or by fault) with
-    a filter (`matrix_page`)."""
+    a filter (`matrix_page`), and its *waited on* column (`page_waited_on`)."""
     from mcp_layers_analysis import report
-    from mcp_layers_analysis.errors import AnalysisError
 
     from . import matrix_page
 
@@ -570,9 +704,40 @@ def write_html(runs: Path, target: Path) -> None:
         [str(runs)], target, title="MCP client retry matrix: the lab's runs", sections=("compare",)
     )
     try:
-        matrix_page.group_file(target)
+        matrix_page.group_file(target, page_waited_on(runs))
     except matrix_page.PageError as exc:
         raise AnalysisError(f"{target}: {exc}") from exc
+
+
+def page_waited_on(runs: Path) -> dict[tuple[str, str], str]:
+    """The *waited on* text of each heat-map row of the page, by (client, scenario) as the
+    records name them (the rows' keys): the recordings the report read, each under the
+    client and scenario of its MCP records. Raises AnalysisError or InputError."""
+    paths = [Path(s.path) for s in expand([str(runs)]) if s.path is not None]
+    found = silences_of(paths)
+    by_row: dict[tuple[str, str], list[Silence]] = {}
+    for path in paths:
+        key = _row_key(path)
+        if key is not None:
+            by_row.setdefault(key, []).extend(found.get(path, []))
+    return {
+        key: waited_on_text(sorted(s, key=lambda x: x.start_ms), key[1].split("+", 1)[0])
+        for key, s in by_row.items()
+    }
+
+
+def _row_key(recording: Path) -> tuple[str, str] | None:
+    """(client, scenario) of a recording's first record that has both (model turns have
+    no client), or None."""
+    with recording.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("client") and rec.get("scenario"):
+                return str(rec["client"]), str(rec["scenario"])
+    return None
 
 
 def runs_table(cells: list[Cell]) -> str:
@@ -581,8 +746,8 @@ def runs_table(cells: list[Cell]) -> str:
         "# Runs",
         "",
         "| client | scenario | exit | seconds | fault hits | retries (method origin attempt "
-        "delay) | records client | notes |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "delay) | stalls (waited on, s) | records client | notes |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for c in _order(cells):
         r = c.run
@@ -602,6 +767,7 @@ def runs_table(cells: list[Cell]) -> str:
                     f"{r.seconds:.1f}",
                     str(c.fired),
                     retries or "—",
+                    ", ".join(f"{s.waited_on} {s.ms / 1000:.1f}" for s in c.stalls) or "—",
                     ", ".join(c.clients_seen) or "—",
                     "; ".join(c.notes) or "",
                 ]

@@ -13,6 +13,9 @@ Vanilla JavaScript inlined in the page: it works from file://.
 It rewrites the page the report wrote, from the rows in it, and is idempotent (a page it
 grouped already is grouped again from its own rows): so the committed matrix can be
 regrouped without the lab's runs, `python -m mcp_layers_lab.matrix_page lab/MATRIX.html`.
+The lab adds one column the report does not have, first: *waited on* (`matrix.write_html`
+gives each row's text: who each stall waited on, as in MATRIX.md); a page regrouped
+without the runs keeps the column it has.
 
 `#find=codex` at the end of the page's address opens it filtered (a link to one client's
 rows). `#selftest` at the end of the page's address runs the page's own check (the Chromium
@@ -63,6 +66,9 @@ FLAGS: Final = (
 #: Column widths (em): fixed, so that the groups' tables line up column by column.
 NAME_EM: Final = 13.0
 COLUMN_EM: Final = 6.5
+#: The lab's own column (MATRIX.md's *waited on*): text, so wider than a figure's.
+WAITED_ON: Final = "waited on"
+WAITED_ON_EM: Final = 10.0
 
 
 class PageError(ValueError):
@@ -147,9 +153,15 @@ def _row(r: Row) -> str:
     )
 
 
+def _em(column: str) -> float:
+    return WAITED_ON_EM if column == WAITED_ON else COLUMN_EM
+
+
 def _table(columns: list[str], rows: list[Row]) -> str:
-    width = NAME_EM + COLUMN_EM * len(columns)
-    cols = f"<col style='width:{NAME_EM}em'>" + f"<col style='width:{COLUMN_EM}em'>" * len(columns)
+    width = NAME_EM + sum(_em(c) for c in columns)
+    cols = f"<col style='width:{NAME_EM}em'>" + "".join(
+        f"<col style='width:{_em(c):g}em'>" for c in columns
+    )
     head = "".join(f"<th scope='col'>{_esc(c)}</th>" for c in columns)
     return (
         f"<table class='heat mx-table' style='width:{width:g}em'><colgroup>{cols}</colgroup>"
@@ -200,9 +212,33 @@ def _asset(name: str) -> str:
     return resources.files("mcp_layers_lab").joinpath(name).read_text(encoding="utf-8")
 
 
-def group_page(page: str) -> str:
-    """The page with its heat map grouped (idempotent)."""
+def with_waited_on(
+    columns: list[str], rows: list[Row], waited_on: dict[tuple[str, str], str]
+) -> tuple[list[str], list[Row]]:
+    """The *waited on* column first, each row's text from `waited_on` by (client,
+    scenario) as the records name them (`—` for a row it has none for); a column of that
+    name already there is replaced."""
+    at = columns.index(WAITED_ON) if WAITED_ON in columns else None
+    out: list[Row] = []
+    for r in rows:
+        cells = _TD.findall(r.cells)
+        if at is not None and at < len(cells):
+            del cells[at]
+        text = waited_on.get((r.client, r.scenario), "—")
+        values = {k: v for k, v in r.values.items() if k != WAITED_ON}
+        # Words, not a figure: left-aligned, inline, so that the stylesheet every grouped
+        # page embeds (and the committed page with it) stays as it was.
+        cell = f"<td class='mx-wait' style='text-align:left'>{_esc(text)}</td>"
+        out.append(Row(r.client, r.scenario, cell + "".join(cells), {WAITED_ON: text, **values}))
+    return [WAITED_ON, *(c for c in columns if c != WAITED_ON)], out
+
+
+def group_page(page: str, waited_on: dict[tuple[str, str], str] | None = None) -> str:
+    """The page with its heat map grouped (idempotent); with `waited_on`, its *waited on*
+    column (`with_waited_on`)."""
     columns, rows = read(page)
+    if waited_on is not None:
+        columns, rows = with_waited_on(columns, rows, waited_on)
     page = _ASSET.sub("", page)
     found = _BLOCK.search(page) or _HEAT.search(page)
     assert found is not None  # read() found it
@@ -215,8 +251,8 @@ def group_page(page: str) -> str:
     return page[:head_end] + css + page[head_end:body_end] + js + page[body_end:]
 
 
-def group_file(path: Path) -> None:
-    path.write_text(group_page(path.read_text(encoding="utf-8")), encoding="utf-8")
+def group_file(path: Path, waited_on: dict[tuple[str, str], str] | None = None) -> None:
+    path.write_text(group_page(path.read_text(encoding="utf-8"), waited_on), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
