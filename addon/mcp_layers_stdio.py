@@ -489,10 +489,11 @@ def load_faults(o: Options) -> StdioFaults | None:
     if not o.fault_rules and o.faults_source is None:
         return None
     from mcp_layers_core import faults
-    from mcp_layers_core.stdio_faults import StdioFaults, crash_rule
+    from mcp_layers_core.stdio_faults import StdioFaults, crash_rule, parse_rules_file
 
     try:
         rules = []
+        crashes: set[str] = set()
         if o.faults_source is not None:
             if o.faults_source in faults.preset_names():
                 rules += faults.preset(o.faults_source)
@@ -506,8 +507,9 @@ def load_faults(o: Options) -> StdioFaults | None:
                         f"{', '.join(faults.preset_names())}) and not a readable file "
                         f"({e.strerror})"
                     ) from None
-                rules += faults.parse_rules(text, o.faults_source)
-        crashes = set()
+                from_file, crashed = parse_rules_file(text, o.faults_source)
+                rules += from_file
+                crashes |= crashed
         for text in o.fault_rules:
             crash = crash_rule(text)
             if crash is not None:

@@ -8,14 +8,16 @@ client never gets an answer; `delay` holds the server's answer line. Actions tha
 exist over HTTP (a status, an SSE stream, a session id) are refused when the rules are
 read, before the server starts (`check`).
 
-One action exists only here: `crash` (inline rules), the server killed (SIGKILL) as soon
-as the request it matched is forwarded. It is read as a `drop upstream` rule (so it
-matches and counts as every rule does, `crash_rule`) whose name the plan is given as a
-crash; its records say `action: crash`.
+One action exists only here: `crash`, the server killed (SIGKILL) as soon as the request
+it matched is forwarded. It is read as a `drop upstream` rule (so it matches and counts
+as every rule does: `crash_rule` inline, `parse_rules_file` in a rules file) whose name
+the plan is given as a crash; its records say `action: crash`.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
@@ -30,6 +32,7 @@ from .faults import (
     JsonRpcError,
     Malformed,
     ToolError,
+    parse_rules,
     request_view,
 )
 from .jsonrpc import NOT_JSON, id_key, try_loads
@@ -72,6 +75,54 @@ def crash_rule(inline: str) -> tuple[str, str] | None:
     rest = " ".join(shlex.quote(w) for w in words[1:])
     name = named[0] if named else CRASH
     return f"drop upstream {rest}" + ("" if named else f" name={CRASH}"), name
+
+
+#: A rules file's `"action": "crash"` member, and what stands for it: the `drop upstream`
+#: rule that matches the same calls, on the same line (messages name the file's lines).
+_CRASH_MEMBER: Final = re.compile(r'"action"(\s*:\s*)"crash"')
+_AS_DROP: Final = r'"action"\1"drop", "upstream": true'
+
+
+def parse_rules_file(text: str, source: str) -> tuple[list[FaultRule], frozenset[str]]:
+    """A rules file (docs/faults.md) whose rules may be `{"action": "crash", ...}`: its
+    rules, each crash read as `crash_rule` reads one inline, and the crash rules' names.
+    The proxy's parser knows no `crash` (it is stdio's), so its member is rewritten in
+    place before the file is parsed; everything else is the proxy's reading."""
+    crashes = _crash_indices(text, source)
+    if not crashes:
+        return parse_rules(text, source), frozenset()
+    rewritten, found = _CRASH_MEMBER.subn(_AS_DROP, text)
+    rules = parse_rules(rewritten, source)
+    if found != len(crashes) or not all(_is_drop_upstream(rules[i]) for i in crashes):
+        # `"action": "crash"` written somewhere else too (inside a rule's `data`).
+        raise FaultRuleError(
+            source, None, 'a "crash" rule could not be read; write it {"action": "crash", ...}'
+        )
+    return rules, frozenset(rules[i].name for i in crashes)
+
+
+def _crash_indices(text: str, source: str) -> list[int]:
+    """The positions of the rules whose action is `crash` (none when the file is not the
+    shape of a rules file: `parse_rules` then says what is wrong)."""
+    try:
+        value = json.loads(text.removeprefix("\ufeff"))
+    except (ValueError, RecursionError):
+        return []
+    raw = value.get("rules") if isinstance(value, dict) else value
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for i, rule in enumerate(raw):
+        if isinstance(rule, dict) and rule.get("action") == CRASH:
+            if "upstream" in rule:
+                reason = f'rule {i + 1}: "crash" takes no "upstream" (the call is always sent)'
+                raise FaultRuleError(source, None, reason)
+            out.append(i)
+    return out
+
+
+def _is_drop_upstream(rule: FaultRule) -> bool:
+    return isinstance(rule.action, Drop) and rule.action.upstream
 
 
 class ClientLine(NamedTuple):

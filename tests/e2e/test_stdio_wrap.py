@@ -412,9 +412,9 @@ def test_a_client_that_stops_reading_breaks_the_servers_pipe_as_it_would_directl
     assert notes[0] == "server_exited:signal=SIGPIPE" and "epipe_to_client" in notes
 
 
-async def crashed_session(directory: Path) -> dict[str, Any]:
+async def crashed_session(directory: Path, *rule: str) -> dict[str, Any]:
     argv = wrap(directory, sys.executable, str(SERVER))
-    argv[2:2] = ["--fault", "crash tool=echo nth=2"]
+    argv[2:2] = list(rule) or ["--fault", "crash tool=echo nth=2"]
     params = StdioServerParameters(command=argv[0], args=argv[1:])
     seen: dict[str, Any] = {}
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -435,6 +435,17 @@ def test_the_crash_fault_kills_the_server_mid_call(tmp_path: Path) -> None:
     second = [r for r in recs if r["tool"] == "echo"][1]
     assert second["outcome"] == "NO_RESPONSE"
     assert second["injected"] == {"rule": "crash", "action": "crash"}
+    assert "server_exited:signal=SIGKILL" in second["notes"]
+
+
+def test_the_crash_fault_from_a_rules_file(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text('[{"action": "crash", "tool": "echo", "nth": 2, "name": "kill-echo"}]')
+    seen = anyio.run(crashed_session, tmp_path / "rec", "--faults", str(rules))
+    assert not seen["first"].is_error and "second" in seen
+    second = [r for r in records(tmp_path / "rec") if r["tool"] == "echo"][1]
+    assert second["outcome"] == "NO_RESPONSE"
+    assert second["injected"] == {"rule": "kill-echo", "action": "crash"}
     assert "server_exited:signal=SIGKILL" in second["notes"]
 
 

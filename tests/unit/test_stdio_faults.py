@@ -70,3 +70,47 @@ def test_crash_is_a_drop_upstream_rule_that_kills() -> None:
     v = f.client_line(line(2))
     assert v.forward and v.crash and v.injected == {"rule": "crash", "action": "crash"}
     assert crash_rule("crash name=boom")[1] == "boom"  # type: ignore[index]
+
+
+def test_crash_in_a_rules_file() -> None:
+    from mcp_layers_core.stdio_faults import parse_rules_file
+
+    text = """{"rules": [
+  {"action": "tool_error", "text": "x", "tool": "other"},
+  {"action" : "crash", "tool": "echo", "nth": 2},
+  {"action": "crash", "name": "boom", "tool": "write"}
+]}"""
+    rules, crashes = parse_rules_file(text, "dir/rules.json")
+    assert crashes == {"rules.json#2", "boom"}
+    f = StdioFaults(rules, crashes=crashes)
+    assert not f.client_line(line(1)).crash
+    v = f.client_line(line(2))
+    assert v.forward and v.crash and v.injected == {"rule": "rules.json#2", "action": "crash"}
+    assert f.client_line(line(3, "write")).crash
+    # Without a crash rule, the file is the proxy's.
+    assert parse_rules_file('[{"action": "drop"}]', "r.json")[1] == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("text", "says", "at_line"),
+    [
+        # Messages name the file's own lines: the rewrite keeps them.
+        ('[\n{"action": "crash"},\n{"action": "crash", "nth": "x"}\n]', "nth", 3),
+        ('[{"action": "crash", "upstream": true}]', '"crash" takes no "upstream"', None),
+        (
+            '[{"action": "crash"}, {"action": "jsonrpc_error", "code": -1,'
+            ' "data": {"action": "crash"}}]',
+            "could not be read",
+            None,
+        ),
+    ],
+)
+def test_a_crash_rule_a_file_cannot_hold_is_refused(
+    text: str, says: str, at_line: int | None
+) -> None:
+    from mcp_layers_core.stdio_faults import parse_rules_file
+
+    with pytest.raises(FaultRuleError) as e:
+        parse_rules_file(text, "rules.json")
+    assert says in str(e.value)
+    assert e.value.line == at_line
