@@ -255,6 +255,13 @@
     result.streams = document.querySelectorAll("svg.timeline .bar.stream").length;
     result.arcLabels = Array.prototype.map.call(
       document.querySelectorAll("svg.timeline .link-lbl"), function (t) { return t.textContent; });
+    // The model's lane: its turns, the arrows to the calls they asked for, and the stalls'
+    // labels shown (a label the page had to leave out would hide who was waited on).
+    result.modelBars = document.querySelectorAll("svg.timeline .bar.model").length;
+    result.asks = document.querySelectorAll("svg.timeline .link.ask").length;
+    result.stallLabels = Array.prototype.filter.call(
+      document.querySelectorAll("svg.timeline .stall-lbl"), shown)
+      .map(function (t) { return t.textContent; });
     document.querySelectorAll("svg.chart").forEach(function (s) {
       var box = s.getBoundingClientRect();
       if (box.width > 0 && box.height > 0) { result.charts += 1; }

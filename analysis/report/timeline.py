@@ -387,7 +387,7 @@ def turn_tooltip(t: Any, t0: float) -> str:
 
 def _turn(t: Any, x0: float, x1: float, y: float, scale: Scale, t0: float) -> str:
     """A model turn: a bar from its request to its answer's end, a white tick at its first
-    output, a cut one paler with a dashed outline and the word "cut" after it."""
+    output, a cut one paler with a dashed outline and the word "cut"."""
     w = max(x1 - x0, MIN_BAR)
     cls = "bar model"
     if t.complete is False:
@@ -403,7 +403,9 @@ def _turn(t: Any, x0: float, x1: float, y: float, scale: Scale, t0: float) -> st
     if t.ttftMs is not None:
         tx = LABEL_W + scale.x(float(t.at_ms) + float(t.ttftMs))
         tick = line(tx, top + 1, tx, top + ROW_H - 5, "ttft")
-    cut = text(x0 + w + 3, y + 3, "cut", "lbl small") if t.complete is False else ""
+    cut = ""
+    if t.complete is False:  # inside the bar when it has room (a hung turn runs to the end)
+        cut = text(x0 + 3 if w >= 24 else x0 + w + 3, y + 3, "cut", "lbl small")
     return f'<g class="turn">{bar}{tick}{cut}<title>{esc(turn_tooltip(t, t0))}</title></g>'
 
 
@@ -434,11 +436,11 @@ def _asks(
 @dataclass(frozen=True, slots=True)
 class Stalled:
     """The stalls drawn: bands over the lanes, their labels above them, and the axis's
-    breaks that a stall fell into (break index -> label, tooltip)."""
+    breaks that a stall fell into (break index -> the stalls' tooltip)."""
 
     bands: str
     labels: str
-    on_breaks: dict[int, tuple[str, str]]
+    on_breaks: dict[int, str]
 
 
 def stall_label(s: Silence) -> str:
@@ -458,11 +460,11 @@ def stall_tooltip(s: Silence, t0: float) -> str:
 
 def _stalls(chain: Chain, scale: Scale, top: float, bottom: float, t0: float) -> Stalled:
     """Each stall as a band over every lane, from the silence's start to its end, labelled
-    with its length and who was waited on. A silence with nothing of the chain in flight
-    is what the axis cuts out as a break: there the band covers the break, and the break's
-    label names the stall instead of its idle time (a stall is never hidden by a break)."""
+    above the lanes with its length and who was waited on. A silence with nothing of the
+    chain in flight is what the axis cuts out as a break: there the band covers the break
+    (a stall is never hidden by one) and the break reads "stall", not "idle"."""
     bands, labels = [], []
-    on_breaks: dict[int, tuple[str, str]] = {}
+    on_breaks: dict[int, str] = {}
     for s in chain.stalls:
         x0, x1 = scale.x(s.start_ms), scale.x(s.end_ms)
         breaks = [
@@ -477,21 +479,17 @@ def _stalls(chain: Chain, scale: Scale, top: float, bottom: float, t0: float) ->
         tip = stall_tooltip(s, t0)
         cls = f"stall w-{s.waited_on}"
         bands.append(rect(LABEL_W + x0, top, x1 - x0, bottom - top, cls, tip))
-        if breaks:
-            for i in breaks:
-                was = on_breaks.get(i)
-                said = stall_label(s) if was is None else f"{was[0]}; {stall_label(s)}"
-                on_breaks[i] = (said, tip if was is None else f"{was[1]}; {tip}")
-        else:
-            mid = LABEL_W + (x0 + x1) / 2
-            said = text(mid, STALL_H - 3, stall_label(s), "lbl small stall-lbl", "middle")
-            labels.append(f'<g class="stall-at">{said}<title>{esc(tip)}</title></g>')
+        for i in breaks:
+            on_breaks[i] = tip if i not in on_breaks else f"{on_breaks[i]}; {tip}"
+        mid = LABEL_W + (x0 + x1) / 2
+        said = text(mid, STALL_H - 3, stall_label(s), "lbl small stall-lbl", "middle")
+        labels.append(f'<g class="stall-at">{said}<title>{esc(tip)}</title></g>')
     return Stalled("".join(bands), "".join(labels), on_breaks)
 
 
-def _axis(scale: Scale, y: float, t0: float, stalled: dict[int, tuple[str, str]]) -> str:
-    """The time axis: ticks, and each break with its idle time, or, where a stall fell
-    into it (`stalled`: break index -> label, tooltip), the stall and who was waited on."""
+def _axis(scale: Scale, y: float, t0: float, stalled: dict[int, str]) -> str:
+    """The time axis: ticks, and each break with its idle time, said a stall where one
+    fell into it (`stalled`: break index -> the stalls' tooltip)."""
     out = [line(LABEL_W, y, LABEL_W + PLOT_W, y, "axis")]
     for s, e, x in zip(scale.starts, scale.ends, scale.xs, strict=True):
         span_px = max((e - s) * scale.k, 1)
@@ -513,9 +511,10 @@ def _axis(scale: Scale, y: float, t0: float, stalled: dict[int, tuple[str, str]]
         zigzag = f"M{num(bx - 4)} {num(y - 6)}l4 12M{num(bx + 1)} {num(y - 6)}l4 12"
         out.append(f'<path class="brk" d="{zigzag}"/>')
         if i in stalled:
-            said, tip = stalled[i]
-            label = text(bx, y - 9, said, "lbl small stall-lbl", "middle")
-            out.append(f'<g class="stall-brk">{label}<title>{esc(tip)}</title></g>')
+            # Said as short as "idle" was, where it was: the label above the band names
+            # who was waited on.
+            label = text(bx, y - 9, f"{dur(idle)} stall", "lbl small", "middle")
+            out.append(f'<g class="stall-brk">{label}<title>{esc(stalled[i])}</title></g>')
         else:
             out.append(text(bx, y - 9, f"{dur(idle)} idle", "lbl small", "middle"))
     return "".join(out)

@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 from analysis_helpers import SYNTHETIC, invoke
 from PIL import Image
-from report_helpers import REAL_CLIENTS, chromium, run_chromium, selftest_result, write_report
+from report_helpers import (
+    REAL_CLIENTS,
+    AgentRun,
+    chromium,
+    run_chromium,
+    selftest_result,
+    write_report,
+)
 
 #: Colours from report.css that each section's screenshot must contain (RGB).
 OK_GREEN = (0x2E, 0x8B, 0x57)
@@ -153,3 +160,79 @@ def test_the_self_test_sees_overlaps_where_labels_are_left_as_drawn(
     pairs = [{o["a"], o["b"]} for r in raw for o in r["overlaps"]]
     assert any("end: 404" in p and any(re.fullmatch(r"reinit \d+ ms", x) for x in p) for p in pairs)
     assert any(r["clipped"] for r in raw)
+
+
+#: The model lane's colour (report.css `--model`).
+MODEL_INDIGO = (0x3F, 0x4D, 0x7A)
+
+
+@pytest.fixture(scope="module")
+def model_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A page of agent runs recorded with their model traffic (`AgentRun`: the core fed
+    the fake model's real answers): a tools/call the server never answers, a model that
+    never answers the result, an agent that sat on a result (a break in the axis), and a
+    run of many short turns, so that the model's lane, its arrows and the stalls' labels
+    meet the other labels."""
+    chromium()
+    where = tmp_path_factory.mktemp("model")
+    server = AgentRun("sess-server")
+    server.initialize(0)
+    server.model(0.2, "anthropic-tool-stream")
+    server.call(0.5, answer_at=None)
+    model = AgentRun("sess-model")
+    model.initialize(0)
+    model.model(0.2, "anthropic-tool-stream")
+    model.call(0.5, answer_at=0.6)
+    model.model(0.7, "anthropic-result-stream", hang=True)
+    agent = AgentRun("sess-agent")
+    agent.initialize(0)
+    agent.model(0.2, "chat-tool-stream")
+    agent.call(0.5, answer_at=0.6)
+    agent.model(25, "chat-result-stream", cut=True)
+    busy = AgentRun("sess-busy")
+    busy.initialize(0)
+    for i in range(12):
+        busy.model(0.1 + i * 0.3, "gemini-tool-stream")
+        busy.call(0.25 + i * 0.3, answer_at=0.3 + i * 0.3)
+    busy.model(40, "gemini-result-stream")
+    paths = [
+        server.write(where / "server.jsonl", 40),
+        model.write(where / "model.jsonl", 30),
+        agent.write(where / "agent.jsonl", 26),
+        busy.write(where / "busy.jsonl", 41),
+    ]
+    html = where / "report.html"
+    result = invoke("report", *paths, "-o", html)
+    assert result.exit_code == 0, result.stderr
+    return html
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_model_lane_and_its_stalls_overlap_nothing(
+    model_report: Path, tmp_path: Path, width: int
+) -> None:
+    result = _laid_out(model_report, tmp_path / "profile", width)
+    assert result["overlaps"] == [], f"labels overlap at {width} px"
+    assert result["clipped"] == [], f"content cut off out of reach at {width} px"
+    # Every turn drawn (1 + 2 + 2 + 13), an arrow per joined call, every stall's label shown.
+    assert result["modelBars"] == 18
+    assert isinstance(result["asks"], int) and result["asks"] >= 1 + 1 + 1 + 12
+    labels = result["stallLabels"]
+    assert isinstance(labels, list)
+    assert sorted(labels) == sorted(
+        ["stall 39.5 s · mcp_server", "stall 29.3 s · model", "stall 24.4 s · agent",
+         "stall 36.4 s · agent"]
+    )  # fmt: skip
+
+
+def test_the_model_lane_is_drawn_in_its_colour(model_report: Path, tmp_path: Path) -> None:
+    shot = tmp_path / "sessions.png"
+    run_chromium(
+        tmp_path / "profile",
+        "--window-size=1200,2400",
+        f"--screenshot={shot}",
+        model_report.as_uri() + "#only=sessions",
+    )
+    image = Image.open(shot).convert("RGB")
+    colours = {colour for _, colour in image.getcolors(image.width * image.height) or []}
+    assert MODEL_INDIGO in colours

@@ -189,9 +189,12 @@ def test_a_stall_the_axis_cuts_out_is_named_on_its_break(tmp_path: Path) -> None
     assert 'class="brk"' in svg_text  # the break is there
     assert "idle" not in svg_text
     [said] = re.findall(r'<g class="stall-brk">(.*?)</g>', svg_text)
-    assert ">stall 24.4 s · agent<" in said
-    assert "every answer was in; model turn #2 had asked for a tool" in html.unescape(said)
-    # The band covers the break (its width at least), not a sliver at its middle.
+    assert re.search(r">24\.\d s stall<", said)  # the break's own length: 0.6 s to 25 s
+    assert "waited on agent · every answer was in; model turn #2 had asked for a tool" in (
+        html.unescape(said)
+    )
+    # The band covers the break (its width at least), not a sliver at its middle, and the
+    # label above it names who was waited on.
     band = re.search(
         r'<rect class="stall w-agent" x="[\d.]+" y="[\d.]+" width="([\d.]+)"', svg_text
     )
@@ -233,7 +236,8 @@ def test_without_model_turns_there_is_no_lane_and_no_stall(tmp_path: Path) -> No
     lane, no stall, no word of either in the key (their timelines are as they were)."""
     for name, inputs in (("real", REAL), ("synthetic", [SYNTHETIC])):
         page_html = _report(tmp_path / f"{name}.html", *inputs)
-        body = page_html.split("</style>", 1)[1]  # the page, not its stylesheet
+        # The page's content, not its stylesheet or script.
+        body = page_html.split("<main>", 1)[1].split("</main>", 1)[0]
         assert '<svg class="chart timeline"' in body
         for absent in (
             "model-lane",
