@@ -82,10 +82,15 @@ STALL_BUCKETS: Final = (
     (90000.0, "45–90 s"),
     (float("inf"), "≥90 s"),
 )
-#: Who each hang fault makes the client wait on: a stall in its cell must name that party
-#: (issue 28: `hangs` names `mcp_server` for a tools/call the server never answers, `model`
-#: for a model that holds its answer). Anyone else named is a finding or a bug in `hangs`.
+#: Who each hang fault makes the client wait on: the silence that begins when the hung
+#: request is sent (`hung_at`) must be named for that party (issue 28: `hangs` names
+#: `mcp_server` for a tools/call the server never answers, `model` for a model that holds
+#: its answer). Anyone else named is a finding about the client or a bug in `hangs`.
 HANG_FAULTS: Final = {"tools_call_hang": WaitedOn.MCP_SERVER, "model_hang": WaitedOn.MODEL}
+#: The hang's silence begins when the hung request is sent, or as soon as traffic then
+#: under way has ended (the model turn that asked for the tool ends a few ms after the
+#: `tools/call` is sent): within this of the send.
+HUNG_SLACK_MS: Final = 2000
 
 
 def bucket(ms: float | None, buckets: tuple[tuple[float, str], ...] = BUCKETS) -> str:
@@ -103,15 +108,18 @@ def _epoch(ts: str) -> float:
 
 def read_records(run_dir: Path) -> list[dict[str, Any]]:
     """The run's records, in file then line order (a torn last line is skipped)."""
+    return [rec for path in sorted(run_dir.glob("mcp-*.jsonl")) for rec in _read_jsonl(path)]
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     out = []
-    for path in sorted(run_dir.glob("mcp-*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
     return out
 
 
@@ -152,6 +160,8 @@ class Cell:
     #: the silences of its traffic of at least SILENCE_FLOOR_MS, with who was waited on
     #: (`hangs.silences`), in time order
     silences: list[Silence] = field(default_factory=list)
+    #: a hang fault's: when the hung request was sent, epoch ms (`hung_at`)
+    hung_at: float | None = None
 
     @property
     def broken(self) -> bool:
@@ -232,7 +242,7 @@ class Cell:
 
     @property
     def waited_text(self) -> str:
-        return waited_on_text(self.silences, self.run.fault)
+        return waited_on_text(self.silences, self.run.fault, self.hung_at)
 
     @property
     def agrees(self) -> bool:
@@ -264,23 +274,50 @@ def hint(text: str) -> str:
     return ""
 
 
-def waited_on_text(silences: list[Silence], fault: str) -> str:
+def hung_at(fault: str, records: list[dict[str, Any]]) -> float | None:
+    """When a hang fault's hung request was sent (epoch ms), from the records alone (not
+    from `hangs`): the `tools/call` the fault held, or the first model turn after a tool
+    call (the fake model holds its first answer after a tool result). None: not reached."""
+    if fault == "tools_call_hang":
+        held = [r for r in records if r.get("injected") and r.get("method") == "tools/call"]
+    elif fault == "model_hang":
+        calls = [_epoch(r["ts"]) for r in records if r.get("method") == "tools/call"]
+        held = [
+            r
+            for r in records
+            if r.get("kind") == Kind.MODEL_TURN and calls and _epoch(r["ts"]) > min(calls)
+        ]
+    else:
+        return None
+    sent = [_epoch(r["ts"]) * 1000 for r in held if r.get("ts")]
+    return min(sent) if sent else None
+
+
+def hang_silence(silences: list[Silence], at: float | None) -> Silence | None:
+    """The silence that began when the hung request was sent at `at` (epoch ms), or None
+    (the client waited on it less than SILENCE_FLOOR_MS, or never sent it)."""
+    if at is None:
+        return None
+    return next((s for s in silences if at - 1 <= s.start_ms <= at + HUNG_SLACK_MS), None)
+
+
+def waited_on_text(silences: list[Silence], fault: str, at: float | None = None) -> str:
     """The *waited on* column: each stall's party and length (bucketed), in time order;
-    for a hang fault without a stall, how long the client waited on the hung party before
-    it gave up (or that it never stalled at all)."""
-    stalls = [s for s in silences if s.ms >= STALL_MS]
-    if stalls:
-        return ", ".join(
-            dict.fromkeys(f"{s.waited_on} {bucket(s.ms, STALL_BUCKETS)}" for s in stalls)
-        )
-    expected = HANG_FAULTS.get(fault)
-    if expected is None:
-        return "—"
-    waited = [s for s in silences if s.waited_on == expected]
-    if waited:
-        longest = max(waited, key=lambda s: s.ms)
-        return f"gave up sooner: {expected} {bucket(longest.ms, STALL_BUCKETS)}"
-    return f"no stall ≥{hangs.DEFAULT_MIN_S:g} s"
+    for a hang fault whose hang was shorter than a stall, `gave up sooner:` and how long
+    the client waited (`at`: when the hung request was sent, `hung_at`)."""
+    shown = [
+        (s.start_ms, f"{s.waited_on} {bucket(s.ms, STALL_BUCKETS)}")
+        for s in silences
+        if s.ms >= STALL_MS
+    ]
+    if fault in HANG_FAULTS:
+        hung = hang_silence(silences, at)
+        if hung is not None and hung.ms < STALL_MS:
+            said = f"gave up sooner: {hung.waited_on} {bucket(hung.ms, STALL_BUCKETS)}"
+            shown.append((hung.start_ms, said))
+        elif hung is None and not shown:
+            return f"no stall ≥{hangs.DEFAULT_MIN_S:g} s"
+    return ", ".join(dict.fromkeys(text for _, text in sorted(shown))) or "—"
 
 
 def recordings(run_dir: Path) -> list[Path]:
@@ -438,12 +475,16 @@ def build_cell(run: RunResult, silences: list[Silence] | None = None) -> Cell:
             cell.notes.append(f"hangs could not read the recording: {exc}")
             silences = []
     cell.silences = silences
+    cell.hung_at = hung_at(run.fault, records)
     expected = HANG_FAULTS.get(run.fault)
-    named = list(dict.fromkeys(str(s.waited_on) for s in cell.stalls))
-    if expected is not None and named and expected not in named:
-        # The fault stalls one party; a stall named for another is a finding about the
+    hung = hang_silence(silences, cell.hung_at)
+    if expected is not None and hung is not None and hung.waited_on != expected:
+        # The fault stalls one party; its silence named for another is a finding about the
         # client (it waited on something else) or a bug in `hangs`: either way, look.
-        cell.notes.append(f"hangs named {', '.join(named)}, not {expected}, for `{run.fault}`")
+        cell.notes.append(
+            f"hangs named {hung.waited_on}, not {expected}, for the silence of "
+            f"`{run.fault}` ({hung.ms / 1000:.1f} s: {hung.detail})"
+        )
     return cell
 
 
@@ -685,10 +726,11 @@ LEGEND: Final = (
     "MCP request without its answer), `agent` (every answer in, nothing sent), `none` (the "
     "model had ended its turn), `unknown` (no model traffic recorded); its length in "
     "buckets (exact values in `runs.md`): 10–20 s, 20–45 s, 45–90 s, ≥90 s; `—` when "
-    "nothing stalled. In a hang fault's cell without a stall: `gave up sooner` and how long "
-    "the client waited on the hung party (1–5 s, 5–10 s), or `no stall`. `tools_call_hang` "
-    "must be named `mcp_server` and `model_hang` `model`: a cell whose stalls name only "
-    "someone else is listed under **Warnings**.",
+    "nothing stalled. A hang fault's silence — the one that began when the hung request "
+    "was sent — must be named `mcp_server` for `tools_call_hang` and `model` for "
+    "`model_hang`; named for anyone else, the run is listed under **Warnings**. Shorter "
+    "than a stall (the client gave up sooner) it is shown as `gave up sooner:` with its "
+    "length (1–5 s, 5–10 s); `no stall ≥10 s` when the client did not even wait 1 s.",
 )
 
 
@@ -715,29 +757,29 @@ def page_waited_on(runs: Path) -> dict[tuple[str, str], str]:
     client and scenario of its MCP records. Raises AnalysisError or InputError."""
     paths = [Path(s.path) for s in expand([str(runs)]) if s.path is not None]
     found = silences_of(paths)
-    by_row: dict[tuple[str, str], list[Silence]] = {}
+    by_row: dict[tuple[str, str], tuple[list[Silence], list[float]]] = {}
     for path in paths:
-        key = _row_key(path)
-        if key is not None:
-            by_row.setdefault(key, []).extend(found.get(path, []))
+        records = _read_jsonl(path)
+        named = [r for r in records if r.get("client") and r.get("scenario")]
+        if not named:
+            continue
+        key = str(named[0]["client"]), str(named[0]["scenario"])
+        silences, sent = by_row.setdefault(key, ([], []))
+        silences += found.get(path, [])
+        at = hung_at(_fault_of(key[1]), records)
+        if at is not None:
+            sent.append(at)
     return {
-        key: waited_on_text(sorted(s, key=lambda x: x.start_ms), key[1].split("+", 1)[0])
-        for key, s in by_row.items()
+        key: waited_on_text(
+            sorted(silences, key=lambda s: s.start_ms), _fault_of(key[1]), min(sent, default=None)
+        )
+        for key, (silences, sent) in by_row.items()
     }
 
 
-def _row_key(recording: Path) -> tuple[str, str] | None:
-    """(client, scenario) of a recording's first record that has both (model turns have
-    no client), or None."""
-    with recording.open(encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("client") and rec.get("scenario"):
-                return str(rec["client"]), str(rec["scenario"])
-    return None
+def _fault_of(scenario: str) -> str:
+    """`session_404+again` is the fault `session_404` with the model calling again."""
+    return scenario.split("+", 1)[0]
 
 
 def runs_table(cells: list[Cell]) -> str:

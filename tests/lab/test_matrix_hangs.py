@@ -127,14 +127,41 @@ def test_a_client_that_gave_up_before_a_stall_says_so(tmp_path: Path) -> None:
     assert not cell.notes, cell.notes
 
 
-def test_a_hang_fault_named_for_someone_else_is_a_warning(tmp_path: Path) -> None:
-    """A model stall in a cell of the server's hang: either the client waited on something
-    else, or `hangs` is wrong; the matrix must not keep quiet about it."""
-    cell = matrix.build_cell(_run(tmp_path, "model_hang", as_fault="tools_call_hang"))
-    assert cell.waited_text == "model 20–45 s"
-    assert "hangs named model, not mcp_server, for `tools_call_hang`" in cell.notes
+@pytest.mark.parametrize(
+    ("fault", "held", "named"),
+    [
+        # The server answered the tools/call (#7) at once, and the client then sat 60 s.
+        ("tools_call_hang", 7, "agent"),
+        # The model answered at once (#8), with its final text: the client then sat 25 s.
+        ("model_hang", 8, "none"),
+    ],
+)
+def test_a_hang_silence_named_for_someone_else_is_a_warning(
+    tmp_path: Path, fault: str, held: int, named: str
+) -> None:
+    """Either the client waited on something else, or `hangs` is wrong: the matrix must
+    not keep quiet about it."""
+    records = _records(fault)
+    hung = next(r for r in records if r["id"] == held)
+    hung["durationMs"] = 50.0
+    if hung["kind"] == Kind.REQUEST:
+        hung["outcome"] = "TOOL_SUCCESS"
+    cell = matrix.build_cell(_run(tmp_path, fault, records))
+    expected = matrix.HANG_FAULTS[fault]
+    assert any(
+        n.startswith(f"hangs named {named}, not {expected}, for the silence of") for n in cell.notes
+    ), cell.notes
     assert cell.broken
-    assert "hangs named model" in matrix.render([cell], {}, "2026-12-02")
+    assert f"hangs named {named}" in matrix.render([cell], {}, "2026-12-02")
+
+
+def test_a_stall_elsewhere_in_a_hang_cell_is_no_warning(tmp_path: Path) -> None:
+    """Only the silence that began with the hung request is checked: the model_hang run
+    read as a tools_call_hang (no tools/call was held in it) shows its stall, unjudged."""
+    cell = matrix.build_cell(_run(tmp_path, "model_hang", as_fault="tools_call_hang"))
+    assert cell.hung_at is None
+    assert cell.waited_text == "model 20–45 s"
+    assert not any("hangs named" in n for n in cell.notes)
 
 
 def test_a_cell_of_another_fault_shows_its_stalls_or_a_dash(tmp_path: Path) -> None:
@@ -149,8 +176,21 @@ def test_a_cell_of_another_fault_shows_its_stalls_or_a_dash(tmp_path: Path) -> N
 
 
 def test_a_hang_cell_without_any_silence_says_no_stall() -> None:
+    assert matrix.waited_on_text([], "model_hang", 1.0) == "no stall ≥10 s"
     assert matrix.waited_on_text([], "model_hang") == "no stall ≥10 s"
     assert matrix.waited_on_text([], "none") == "—"
+
+
+def test_the_hung_request_is_found_in_the_records() -> None:
+    for fault, held in (("tools_call_hang", 7), ("model_hang", 8)):
+        records = _records(fault)
+        at = matrix.hung_at(fault, records)
+        sent = next(r for r in records if r["id"] == held)
+        assert sent["ts"].startswith("2026-12-02T21:26:")
+        assert at is not None and at == pytest.approx(
+            datetime.fromisoformat(sent["ts"].replace("Z", "+00:00")).timestamp() * 1000
+        )
+    assert matrix.hung_at("none", _records("model_hang")) is None
 
 
 def test_the_page_has_the_waited_on_column(tmp_path: Path) -> None:
