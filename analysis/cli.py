@@ -22,7 +22,7 @@ import orjson
 
 # Commands import their job modules themselves: `mcp-layers --help` and a small summary
 # should not pay for what they do not use.
-from . import inputs
+from . import answers, inputs
 from .errors import AnalysisError, InputError, NewerRecordVersion
 from .exitcodes import ExitStatus
 from .filters import Filters, frozen, parse_time
@@ -270,6 +270,12 @@ def loaded(
         raise UsageFailure(str(exc)) from None
     if any(s.path is None for s in sources) and inputs.stdin_is_terminal():
         raise UsageFailure("'-' reads records from stdin, but nothing is piped in")
+    on_disk = all(s.path is not None for s in sources)
+    answers.note_read(
+        reading.paths,
+        [(os.path.realpath(s.path), s.name) for s in sources if s.path is not None],
+        cached=reading.cache and reading.engine == "duckdb" and on_disk,
+    )
     engine = open_engine(reading)
     try:
         try:
@@ -1099,6 +1105,8 @@ def cache_info() -> None:
     with reader_may_leave():
         click.echo(f"directory   {u.directory}")
         click.echo(f"entries     {u.entries}")
+        click.echo(f"answers     {u.answers}")
+        click.echo(f"building    {u.building}")
         click.echo(f"size        {u.total_bytes / 1024**2:.1f} MiB")
         click.echo(f"bound       {u.limit_bytes / 1024**2:.0f} MiB")
         click.echo(f"last used   {when(u.oldest_use)} (oldest), {when(u.newest_use)} (newest)")

@@ -38,7 +38,6 @@ except ImportError:  # a DuckDB older than the split into `_duckdb` and `duckdb`
 
 import contextlib
 
-from .cache import SUFFIX as CACHE_SUFFIX
 from .cache import Cache
 from .errors import AnalysisError, NewerRecordVersion
 from .inputs import Source
@@ -77,7 +76,13 @@ LARGE_OBJECT_BYTES: Final = 128 * 1024 * 1024
 
 T = TypeVar("T")
 
-#: Stands for an input's name in the report a cache entry keeps (see DuckEngine._build).
+
+def duckdb_version() -> str:
+    """The version of the DuckDB that writes and reads cache entries (part of their key)."""
+    return str(getattr(duckdb, "__version__", "?"))
+
+
+#: Stands for an input's name in the report a cache entry keeps (see DuckEngine.build).
 NAME_MARK: Final = "\x00input\x00"
 
 
@@ -139,12 +144,17 @@ class DuckEngine:
         self.use_cache = cache
         self.cache: Cache | None = None
         self.entries: dict[int, Path] = {}  # input index -> the entry it is read from
-        self.entry_columns: dict[int, frozenset[str]] = {}  # ... and the columns it holds
         self.attached = 0  # databases attached so far (entries read or built): their names
+        # Inputs read from disk for want of an entry, as (path, key): built once we are done.
+        self.wanted: list[tuple[str, str]] = []
 
     def close(self) -> None:
         self.con.close()
         self.tmp.cleanup()
+        if self.cache is not None and self.wanted:
+            # Only now, the answer computed: the builder never competes with it.
+            self.cache.build_later(list(dict.fromkeys(self.wanted)))
+            self.wanted = []
 
     def load(
         self,
@@ -197,8 +207,6 @@ class DuckEngine:
         read that stops at `limit` lines reads no more. Only after `load(shared=True)`
         (its inputs known clean). Returns how many records the table holds."""
         cols = read_columns(("v", "id", *columns))
-        if self.use_cache:
-            self._widen(cols)
         scan = f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, cols, self.object_bytes)})"
         if limit is not None:
             scan += f" LIMIT {int(limit)}"
@@ -223,7 +231,15 @@ class DuckEngine:
         )
 
     def _attempt(self, run: Callable[[], T], rebuild: Callable[[], None], what: str) -> T:
-        """`run`; when a line was not a record: the inputs cleaned, `rebuild`, `run` again."""
+        """`run`; when a line was not a record: the inputs cleaned, `rebuild`, `run` again.
+        Inputs that cannot be read (a newer record version) get no entry built."""
+        try:
+            return self._attempt_once(run, rebuild, what)
+        except (NewerRecordVersion, AnalysisError):
+            self.wanted.clear()
+            raise
+
+    def _attempt_once(self, run: Callable[[], T], rebuild: Callable[[], None], what: str) -> T:
         try:
             return run()
         except READ_ERRORS:
@@ -308,15 +324,12 @@ class DuckEngine:
     # ----------------------------------------------------------------- the records cache
 
     def _from_cache(self, inputs: Sequence[Input], sources: Sequence[Source]) -> list[Input]:
-        """Each input on disk read from its cache entry, built first when there is none.
+        """Each input on disk read from its cache entry when it has one holding the columns
+        read; otherwise read as it is, and its entry built in the background once the
+        command is done (close): a first question costs what it costs without a cache.
 
         What building found (bad lines, a gzip stream cut short) is kept in the entry and
         reported again, as it was the first time, each time the entry is read.
-
-        The first entry of an input holds the columns its first command reads, no more:
-        turning JSON into typed columns costs per column taken, and a first question
-        should cost about what it did without the cache. A later command that reads a
-        column the entry lacks builds it again with every column, once for all.
         """
         if self.cache is None:
             self.cache = Cache(self.warn)
@@ -326,51 +339,27 @@ class DuckEngine:
             if src.path is None or self.cache.disabled:
                 out.append(inp)  # stdin is never cached: it cannot be read twice to check
                 continue
-            out.append(self._entry_of(inp, needed, self.cols, replay=True))
+            out.append(self._entry_of(inp, needed))
         return out
 
-    def _entry_of(
-        self, inp: Input, needed: frozenset[str], build: dict[str, str], *, replay: bool
-    ) -> Input:
-        """`inp` read from its entry (found, or built now with `build`) with at least
-        `needed`; as it is when the cache cannot have it. `replay`: report what the entry's
-        build found."""
+    def _entry_of(self, inp: Input, needed: frozenset[str]) -> Input:
+        """`inp` read from its entry, if there is a sound one holding `needed`; else as it
+        is, its entry wanted."""
         from .cache import key
 
         assert self.cache is not None
         try:
-            k = key(inp.path, engine=str(getattr(duckdb, "__version__", "?")))
+            k = key(inp.path, engine=duckdb_version())
         except OSError:
             return inp  # the read itself will say what is wrong
         found = self.cache.lookup(k)
         if found is not None:
-            opened = self._open_entry(inp, found, needed, replay=replay)
-            if isinstance(opened, Input):
+            opened = self._open_entry(inp, found, needed)
+            if opened is not None:
                 return opened
-            if opened is None:
-                self.cache.discard(found)  # damaged, or half of something: built again
-            else:
-                build = read_columns()  # it lacks a column this command reads
-        built = self._build(inp, build)
-        stored = self.cache.store(built, k)
-        opened = self._open_entry(inp, stored or built, needed, replay=replay)
-        if not isinstance(opened, Input):  # cannot happen to a file just written
-            return inp
-        if stored is None:
-            self.entries.pop(inp.index, None)  # in the spool: not the cache's to discard
-        return opened
-
-    def _widen(self, columns: dict[str, str]) -> None:
-        """Every input read from a cache entry read from one holding `columns` (built
-        again with every column when it lacks one)."""
-        needed = frozenset(columns) - {"v"}
-        for i, inp in enumerate(self.inputs):
-            if inp.table is None or needed <= self.entry_columns.get(inp.index, needed):
-                continue
-            self._detach(inp.table.split(".")[0])
-            self.inputs[i] = self._entry_of(
-                Input(inp.index, inp.name, inp.path, inp.gzip), needed, read_columns(), replay=False
-            )
+            self.cache.discard(found)  # damaged, or of another layout: built again
+        self.wanted.append((inp.path, k))
+        return inp
 
     def _attach(self, path: Path, *, read_only: bool) -> str:
         name = f"mcp_layers_entry_{self.attached}"
@@ -379,12 +368,10 @@ class DuckEngine:
         self.con.execute(f"ATTACH {_quote(path)} AS {name}{mode}")
         return name
 
-    def _open_entry(
-        self, inp: Input, path: Path, needed: frozenset[str], *, replay: bool
-    ) -> Input | frozenset[str] | None:
-        """`inp` read from the entry at `path`, its report replayed (when `replay`); None
-        when the entry does not read (damaged, cut short, written by another DuckDB); the
-        columns it holds when they are not all of `needed`."""
+    def _open_entry(self, inp: Input, path: Path, needed: frozenset[str]) -> Input | None:
+        """`inp` read from the entry at `path`, its report replayed; None when the entry
+        does not read (damaged, cut short, written by another DuckDB) or lacks a column of
+        `needed`."""
         name = None
         try:
             name = self._attach(path, read_only=True)
@@ -398,17 +385,14 @@ class DuckEngine:
                 self._detach(name)
             return None
         _, bad, warnings, messages, held = row
-        have = frozenset(held)
-        if not needed <= have:
+        if not needed <= frozenset(held):
             self._detach(name)
-            return have
-        if replay:
-            for line in warnings:
-                self.warn(line.replace(NAME_MARK, inp.name))
-            self.report.bad_lines += int(bad)
-            self.report.messages.extend(m.replace(NAME_MARK, inp.name) for m in messages)
+            return None
+        for line in warnings:
+            self.warn(line.replace(NAME_MARK, inp.name))
+        self.report.bad_lines += int(bad)
+        self.report.messages.extend(m.replace(NAME_MARK, inp.name) for m in messages)
         self.entries[inp.index] = path
-        self.entry_columns[inp.index] = have
         return Input(inp.index, inp.name, inp.path, inp.gzip, table=f"{name}.records")
 
     def _detach(self, name: str) -> None:
@@ -416,7 +400,8 @@ class DuckEngine:
             self.con.execute(f"DETACH {name}")
 
     def _forget(self, inp: Input) -> Input:
-        """A damaged entry removed; the input, to be read as it is."""
+        """A damaged entry removed (the next command builds it again); the input, to be
+        read as it is."""
         assert inp.table is not None
         self._detach(inp.table.split(".")[0])
         path = self.entries.pop(inp.index, None)
@@ -424,16 +409,15 @@ class DuckEngine:
             self.cache.discard(path)
         return Input(inp.index, inp.name, inp.path, inp.gzip)
 
-    def _build(self, inp: Input, cols: dict[str, str]) -> Path:
-        """A cache entry of `inp`, in the spool: its records (`cols`, typed) in the table
-        `records`, in input order, and in `meta` what reading it found and which columns
-        it holds.
+    def build(self, inp: Input, cols: dict[str, str], target: Path) -> None:
+        """A cache entry of `inp` at `target` (cache_build, in the background): its records
+        (`cols`, typed) in the table `records`, in input order, and in `meta` what reading
+        it found and which columns it holds.
 
-        Its bad lines are located and reported as the engine always does (`cleaned`), but
-        collected, with a mark for the input's name (the next command may name the same
-        file otherwise: `./rec.jsonl`); the caller replays them from the entry.
+        Its bad lines are located as the engine always does (`cleaned`), but collected,
+        with a mark for the input's name (the next command may name the same file
+        otherwise: `./rec.jsonl`); a command reading the entry replays them.
         """
-        target = self.spool / f"entry-{self.attached}{CACHE_SUFFIX}"
         name = self._attach(target, read_only=False)
         marked = Input(inp.index, NAME_MARK, inp.path, inp.gzip)
         warnings: list[str] = []
@@ -465,12 +449,7 @@ class DuckEngine:
                 ],
             )
             self.con.execute(f"CHECKPOINT {name}")
-        except NewerRecordVersion as exc:
-            raise NewerRecordVersion(
-                exc.version, where=exc.where.replace(NAME_MARK, inp.name)
-            ) from None
         except QUERY_FAILED as exc:
             raise AnalysisError(f"cannot read the records: {exc}") from None
         finally:
             self._detach(name)
-        return target

@@ -1,7 +1,8 @@
 """The records cache (analysis/cache.py): the same answers from an entry as from the input,
 and an entry is never trusted when it should not be (a changed input, a damaged entry).
 
-Each test has its own empty cache directory (conftest.py's `records_cache`).
+Each test has its own empty cache directory (conftest.py's `records_cache`). Entries are
+built by a detached builder once a command is done: `settle` waits for it (bounded).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pytest
 from analysis_helpers import BASELINE, FIXTURES, SYNTHETIC, invoke
 from click.testing import Result
 from mcp_layers_analysis import cache
-from mcp_layers_analysis.duck import DuckEngine
 from mcp_layers_analysis.exitcodes import ExitStatus
 
 TRUNCATED = FIXTURES / "truncated.jsonl"
@@ -28,13 +28,18 @@ def entries(where: Path) -> list[Path]:
     return sorted(p for p in where.glob(f"*{cache.SUFFIX}") if not p.name.startswith("."))
 
 
+def settle(where: Path | None = None) -> None:
+    """Wait for the builds under way (the builder is a process of its own)."""
+    assert cache.wait_for_builds(60, where), "a build took over 60 s"
+
+
 def no_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """From here on, reading an input instead of its entry fails the test."""
 
-    def refuse(self: DuckEngine, inp: object) -> Path:
-        raise AssertionError(f"built an entry again for {inp}")
+    def refuse(self: cache.Cache, wanted: object) -> int:
+        raise AssertionError(f"an entry wanted again: {wanted}")
 
-    monkeypatch.setattr(DuckEngine, "_build", refuse)
+    monkeypatch.setattr(cache.Cache, "build_later", refuse)
 
 
 def outcome(result: Result) -> tuple[int, str, str]:
@@ -66,12 +71,14 @@ def test_every_command_gives_the_same_answer_cold_warm_and_uncached(
 ) -> None:
     if "SESSION" in command:
         command = [c.replace("SESSION", first_session(SYNTHETIC)) for c in command]
+        settle()
         for p in entries(records_cache):
             p.unlink()  # the lookup above warmed it: start cold
     args = [*command, *inputs, "--lenient"]
     uncached = invoke(*args, "--no-cache")
     assert entries(records_cache) == []
     cold = invoke(*args)
+    settle()
     assert len(entries(records_cache)) == len(inputs)
     no_build(monkeypatch)
     warm = invoke(*args)
@@ -89,6 +96,7 @@ def test_report_export_and_bundle_are_the_same_from_the_cache(
     got: dict[str, list[bytes]] = {"report": [], "bundle": [], "export": []}
     for run, extra in enumerate([["--no-cache"], [], []]):
         if run == 2:
+            settle()
             no_build(monkeypatch)
         page = tmp_path / f"r{run}.html"
         assert invoke("report", SYNTHETIC, "-o", page, *extra).exit_code == 0
@@ -115,11 +123,13 @@ def test_an_append_is_counted(tmp_path: Path, records_cache: Path) -> None:
     shutil.copyfile(SYNTHETIC, rec)
     count = ["query", "SELECT count(*) AS n, max(id) AS last FROM records", rec, "-f", "csv"]
     before = invoke(*count).stdout
+    settle()
     assert invoke(*count).stdout == before  # warm
     last = SYNTHETIC.read_bytes().splitlines()[-1]
     with open(rec, "ab") as f:
         f.write(last.replace(b'"id":', b'"id":9', 1) + b"\n")
     after = invoke(*count).stdout
+    settle()
     n0, n1 = int(before.splitlines()[1].split(",")[0]), int(after.splitlines()[1].split(",")[0])
     assert n1 == n0 + 1
     assert len(entries(records_cache)) == 2  # the old one ages out; it is never read again
@@ -131,6 +141,7 @@ def test_a_change_that_keeps_size_and_mtime_is_seen(tmp_path: Path) -> None:
     st = rec.stat()
     ask = ["query", "SELECT client, count(*) AS n FROM records GROUP BY 1 ORDER BY 1", rec]
     before = invoke(*ask).stdout
+    settle()
     data = rec.read_bytes()
     i = data.rindex(b'"client":"') + len(b'"client":"')
     rec.write_bytes(data[:i] + b"Z" + data[i + 1 :])  # the last record's client, same size
@@ -145,6 +156,7 @@ def test_a_damaged_entry_is_rebuilt_never_read(
 ) -> None:
     args = ["summary", SYNTHETIC, "--format", "json"]
     want = outcome(invoke(*args))
+    settle()
     (entry,) = entries(records_cache)
     size = entry.stat().st_size
     data = entry.read_bytes()
@@ -153,6 +165,7 @@ def test_a_damaged_entry_is_rebuilt_never_read(
     else:  # same size, blocks overwritten
         entry.write_bytes(data[:8192] + b"\x5a" * (size - 16384) + data[-8192:])
     assert outcome(invoke(*args)) == want
+    settle()
     assert outcome(invoke(*args)) == want
     (again,) = entries(records_cache)
     assert again.stat().st_size > size // 2
@@ -174,23 +187,18 @@ def test_a_cache_directory_that_cannot_be_written_means_no_cache_and_one_warning
     assert got.stderr.replace(warnings[0] + "\n", "") == want.stderr
 
 
-def test_a_full_disk_means_no_cache_and_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = shutil.copyfile
-
-    def full(src: object, dst: object, **kw: object) -> object:
-        raise OSError(28, "No space left on device")
-
-    def no_rename(src: object, dst: object) -> None:
-        raise OSError(18, "Invalid cross-device link")  # forces the copy
-
+def test_a_full_disk_means_no_cache_and_one_warning(
+    records_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No room for the entries (a disk's free space is not ours to fill): none is built."""
     want = invoke("summary", SYNTHETIC, BASELINE, "--no-cache")
-    monkeypatch.setattr(cache.shutil, "copyfile", full)
-    monkeypatch.setattr(cache.os, "replace", no_rename)
+    monkeypatch.setattr(cache, "_free_bytes", lambda where: 1024)
     got = invoke("summary", SYNTHETIC, BASELINE)
-    monkeypatch.setattr(cache.shutil, "copyfile", real)
     assert (got.exit_code, got.stdout) == (want.exit_code, want.stdout)
     assert got.stderr.count("records cache off") == 1
-    assert "No space left" in got.stderr
+    assert "no room" in got.stderr
+    settle(records_cache)
+    assert entries(records_cache) == []
 
 
 def test_eviction_keeps_the_bound_least_recently_used_first(
@@ -202,17 +210,21 @@ def test_eviction_keeps_the_bound_least_recently_used_first(
         shutil.copyfile(SYNTHETIC, f)
         files.append(f)
     invoke("summary", files[0])
+    settle()
     (one,) = entries(records_cache)
     size = one.stat().st_size
     monkeypatch.setenv("MCP_LAYERS_CACHE_MB", str(2.5 * size / 1024 / 1024))
     invoke("summary", files[1])
+    settle()
     os.utime(one, (1, 1))  # file 0's entry: used long ago
     newer = entries(records_cache)
     invoke("summary", files[2])
+    settle()
     left = entries(records_cache)
     assert one not in left and len(left) == 2
     assert all(p in left for p in newer if p != one)
     invoke("summary", files[3])
+    settle()
     assert sum(p.stat().st_size for p in entries(records_cache)) <= 2.5 * size
 
 
@@ -233,6 +245,7 @@ def test_stdin_is_never_cached_gzip_is(records_cache: Path) -> None:
     assert invoke("summary", "-", input=gzip.compress(data)).stdout == want
     assert list(records_cache.iterdir()) == []
     first = invoke("summary", BASELINE)
+    settle()
     assert len(entries(records_cache)) == 1
     assert invoke("summary", BASELINE).stdout == first.stdout
 
@@ -254,6 +267,7 @@ def test_the_report_names_the_input_as_given(
     shutil.copyfile(TRUNCATED, tmp_path / "t.jsonl")
     monkeypatch.chdir(tmp_path)
     first = invoke("summary", "t.jsonl")
+    settle()
     second = invoke("summary", "./t.jsonl")
     assert first.stderr.startswith("t.jsonl:")
     assert second.stderr == first.stderr.replace("t.jsonl:", "./t.jsonl:")
@@ -262,6 +276,7 @@ def test_the_report_names_the_input_as_given(
 def test_cache_info_and_clear(records_cache: Path) -> None:
     invoke("summary", SYNTHETIC)
     invoke("summary", BASELINE)
+    settle()
     info = invoke("cache", "info")
     assert info.exit_code == 0
     assert f"directory   {records_cache}" in info.stdout
@@ -279,6 +294,7 @@ def test_an_entry_reads_back_every_column_as_the_input() -> None:
     args = ["query", "SELECT * FROM records ORDER BY _seq", SYNTHETIC, BASELINE, "-f", "json"]
     want = invoke(*args, "--no-cache").stdout
     assert invoke(*args).stdout == want
+    settle()
     assert invoke(*args).stdout == want
     assert io.StringIO(want).read(1) == "["
 
@@ -290,6 +306,7 @@ def test_spark_reads_the_inputs_and_leaves_the_cache_alone(records_cache: Path) 
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java for Spark")
     duck = invoke("summary", SYNTHETIC, "--format", "json")
+    settle()
     (entry,) = entries(records_cache)
     before = entry.stat().st_mtime_ns
     spark = invoke("summary", SYNTHETIC, "--format", "json", "--engine", "spark")
