@@ -10,8 +10,8 @@ waited on is what spanned it:
 - `model`: a model request was in flight the whole time (no answer yet, or a stream that
   had not ended);
 - `mcp_server`: an MCP request (a `tools/call`, …) was in flight without its answer. An
-  answer stream that carried events before its final answer is named *slow* (progress
-  came), not hung; the recording does not say when in the silence they came;
+  answer stream whose last event (`lastEventMs`, a progress notification) came during the
+  silence is named *slow*, not hung; one whose last event came before it is hung;
 - `agent`: nothing was in flight: the model and the server had both answered and the
   agent sent nothing (a permission prompt, a local tool, an agent stuck after a result);
 - `none`: nothing was in flight and the model's last answer ended its turn (no tool call
@@ -57,6 +57,7 @@ HANG_COLUMNS: Final = (
     "tool",
     "outcome",
     "sse",
+    "lastEventMs",
     "modelTurn",
     "endReason",
     "notes",
@@ -83,7 +84,7 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
     subscription = f"list_contains(coalesce(notes, []), {sql(NoteCode.SUBSCRIPTION)})"
     return f"""WITH r AS (
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, method, tool, outcome, sse,
-    modelTurn, endReason, notes,
+    modelTurn, endReason, notes, lastEventMs,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1
   FROM {TABLE}
@@ -103,6 +104,7 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
   SELECT g.src, g.a, g.b,
     list(struct_pack(id := f.id, kind := f.kind, method := f.method, tool := f.tool,
       outcome := f.outcome, events := f.sse.events, final := f.sse.final,
+      last_event := f.lastEventMs,
       provider := f.modelTurn.provider, model := f.modelTurn.model,
       complete := f.modelTurn.complete, ttft := f.modelTurn.ttftMs,
       started := f.t0) ORDER BY f.t0, f.seq) AS spans
@@ -149,9 +151,13 @@ def _span(s: dict[str, Any], a: int) -> str:
 
 
 def classify(
-    spans: list[dict[str, Any]] | None, turn: dict[str, Any] | None, model_turns: int, b: int
+    spans: list[dict[str, Any]] | None,
+    turn: dict[str, Any] | None,
+    model_turns: int,
+    b: int,
+    a: int | None = None,
 ) -> tuple[WaitedOn, str]:
-    """(waited_on, detail) of one silence, which ended at `b` (epoch ms)."""
+    """(waited_on, detail) of one silence, from `a` to `b` (epoch ms)."""
     spans = spans or []
     model = [s for s in spans if s["kind"] == Kind.MODEL_TURN]
     mcp = [s for s in spans if s["kind"] != Kind.MODEL_TURN]
@@ -171,7 +177,7 @@ def classify(
         s = mcp[-1]
         events = s["events"] or 0
         if s["final"] is not True and events > 0:
-            return WaitedOn.MCP_SERVER, f"slow, not hung: {events} events came on the answer stream"
+            return WaitedOn.MCP_SERVER, _progress(s, events, a)
         end = s["outcome"] or "no answer"
         return WaitedOn.MCP_SERVER, f"no answer during the silence (finally: {end})"
     if model_turns == 0:
@@ -207,10 +213,24 @@ def silences(engine: Engine, filters: Filters, min_ms: int) -> list[Silence]:
     """Every silence of at least `min_ms`, input by input, in time order."""
     out: list[Silence] = []
     for src, a, b, spans, turn, model_turns in engine.rows(hangs_sql(filters, min_ms)):
-        waited_on, detail = classify(spans, turn, int(model_turns), int(b))
+        waited_on, detail = classify(spans, turn, int(model_turns), int(b), int(a))
         in_flight = "; ".join(_span(s, int(a)) for s in spans or []) or None
         out.append(Silence(int(src), int(a), int(b), waited_on, detail, in_flight))
     return out
+
+
+def _progress(s: dict[str, Any], events: int, a: int | None) -> str:
+    """An unanswered call whose stream carried events: slow if one came during the
+    silence, hung if the last came before it (`lastEventMs`; older recordings lack it)."""
+    last = s.get("last_event")
+    if last is None or a is None:
+        return f"slow, not hung: {events} events came on the answer stream"
+    into = s["started"] + last - a
+    if into >= 1000:  # a second into the silence: not the moment that began it
+        return f"slow, not hung: its last of {events} events came {into / 1000:.1f} s in"
+    before = max(0.0, -into / 1000)
+    said = f"the last of {events} came {before:.1f} s before it"
+    return f"no answer, and no event during the silence ({said})"
 
 
 def hang_rows(engine: Engine, filters: Filters, min_s: float, names: list[str]) -> list[list[Cell]]:

@@ -34,6 +34,7 @@ from mcp_layers_core.record import EndReason, Kind, NoteCode, Outcome, RetryOrig
 
 from . import forensics, queries
 from .filters import Filters
+from .hangs import HANG_COLUMNS
 from .load import Engine
 from .table import SEQUENCE, SOURCE, TABLE
 from .terms import POSTS, POSTS_AND_GETS, has_note, issued_session, sql, sql_in
@@ -159,40 +160,45 @@ DELETE: Final = (
     "`Mcp-Session-Id` header, to explicitly terminate the session."
 )
 
-#: Columns verdicts read.
-COLUMNS: Final = (
-    "kind",
-    "ts",
-    "durationMs",
-    "session",
-    "client",
-    "protocolVersion",
-    "method",
-    "scenario",
-    "tool",
-    "httpStatuses",
-    "jsonrpc",
-    "outcome",
-    "sse",
-    "retryOrigin",
-    "retryOf",
-    "retryDelayMs",
-    "retryAfterMs",
-    "retryAfterHonored",
-    "previousSession",
-    "endReason",
-    "requestHeaders",
-    "accept",
-    "eventIds",
-    "retryMs",
-    "streamClosedMs",
-    "notes",
-    "negotiation",
-    "injected",
-    "server",
-    "userAgent",
-    "transport",  # the HTTP rules leave out stdio's records (`ANY_TRANSPORT`)
-    "modelTurn",  # who a stall after an incident waited on (`forensics.with_waits`)
+#: Columns verdicts read, and the forensics' silences (who a stall after an incident
+#: waited on: `forensics.with_waits`).
+COLUMNS: Final = tuple(
+    dict.fromkeys(
+        (
+            "kind",
+            "ts",
+            "durationMs",
+            "session",
+            "client",
+            "protocolVersion",
+            "method",
+            "scenario",
+            "tool",
+            "httpStatuses",
+            "jsonrpc",
+            "outcome",
+            "sse",
+            "retryOrigin",
+            "retryOf",
+            "retryDelayMs",
+            "retryAfterMs",
+            "retryAfterHonored",
+            "previousSession",
+            "endReason",
+            "requestHeaders",
+            "accept",
+            "eventIds",
+            "retryMs",
+            "streamClosedMs",
+            "notes",
+            "negotiation",
+            "injected",
+            "server",
+            "userAgent",
+            "transport",  # the HTTP rules leave out stdio's records (`ANY_TRANSPORT`)
+            *HANG_COLUMNS,
+        )
+    )
 )
 
 #: Tolerance on a measured wait: timestamps are per millisecond and the proxy sits between

@@ -126,6 +126,7 @@ def request(
             # When the client had to reconnect for its answer: it came resumed, or
             # never came after this stream ended.
             duration_ms(x.started, s.ended_at) if p.resumed or not answered else None,
+            duration_ms(x.started, s.last_event_at),
         ),
         s is None and p.via_stream and answered,  # answer_on_get_stream
         p.retry,

@@ -81,6 +81,7 @@ class StreamState:
     end: StreamEnd | None = None
     retry_ms: int | None = None  # the last `retry:` the stream sent
     ended_at: float | None = None  # when the stream itself ended
+    last_event_at: float | None = None  # when its last event came
     answers: int = 0  # a GET stream: answers it delivered to requests of its session
     #: The first error without an id on a POST's stream: it answers the requests no
     #: answer named, once the stream has ended.

@@ -50,6 +50,7 @@ class SseSummary(NamedTuple):
     event_ids: bool = False
     retry_ms: int | None = None
     closed_ms: float | None = None  # a resumed answer's own stream: ms to its end
+    last_event_ms: float | None = None  # ms from the request to its stream's last event
 
 
 class SentEvent(NamedTuple):

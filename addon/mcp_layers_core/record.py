@@ -879,6 +879,14 @@ FIELDS: Final[tuple[Field, ...]] = (
         "to reconnect); null otherwise",
     ),
     _later(
+        "lastEventMs",
+        Num(),
+        True,
+        "on a request answered with SSE: ms from the POST to the last event its own stream "
+        "carried (a progress notification, the final answer); null without events. What "
+        "`hangs` reads to tell a slow call (events kept coming) from a hung one",
+    ),
+    _later(
         "endReason",
         Enum(EndReason),
         True,

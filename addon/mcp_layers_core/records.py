@@ -170,6 +170,7 @@ def add_sse(record: dict[str, Any], s: SseSummary) -> None:
     record["eventIds"] = s.event_ids
     record["retryMs"] = s.retry_ms
     record["streamClosedMs"] = s.closed_ms
+    record["lastEventMs"] = s.last_event_ms
 
 
 def session_record(f: FinishedSession) -> dict[str, Any]:

@@ -118,6 +118,7 @@ def _item(
         x.notes.repeat(f"sse_{item.kind}", item.skipped_bytes)
         return
     s.events += 1
+    s.last_event_at = ts
     if s.transcript is not None and len(s.transcript) < MAX_TRANSCRIPT_EVENTS:
         s.transcript.append(WireEvent(ts, item.id, item.event, item.retry, item.data))
     if item.id:

@@ -86,6 +86,25 @@ class Run:
         self.feed(ResponseStarted(flow, T0 + answer_at, status, JSON_H))
         self.feed(ResponseBody(flow, T0 + answer_at, answer, len(answer)))
 
+    def streamed_call(self, at: float, rpc_id: int, events_at: list[float]) -> None:
+        """A tools/call answered on an SSE stream that carries progress and no answer."""
+        self.n += 1
+        flow = f"c{self.n}"
+        params = {"name": "echo", "arguments": {"text": "hello"}, "_meta": {"progressToken": 7}}
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
+        ).encode()
+        headers = {"mcp-session-id": "sess-1", "user-agent": "agent/1"}
+        self.feed(PostReceived(flow, T0 + at, MCP, PEER, headers, body, len(body), None, "/mcp"))
+        self.feed(ResponseStarted(flow, T0 + at + 0.05, 200, SSE_H, False))
+        for i, t in enumerate(events_at):
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": 7, "progress": i + 1},
+            }
+            self.feed(StreamChunk(flow, T0 + t, f"data: {json.dumps(note)}\n\n".encode()))
+
     def write(self, path: Path, stop_at: float) -> Path:
         self.feed(ProxyStopping(T0 + stop_at))
         path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in self.records))
@@ -217,3 +236,21 @@ def test_a_stall_the_models_traffic_kept_busy_says_nothing_more(tmp_path: Path) 
     row = shown(run.write(tmp_path / "r.jsonl", 32))
     assert "stall: no request for 30 s after TOOL_ERROR, then tools/call #" in row["detail"], row
     assert "waited on" not in row["detail"]
+
+
+def test_progress_during_the_silence_is_slow_progress_before_it_is_hung(tmp_path: Path) -> None:
+    """`lastEventMs`: when the stream's last event came tells a slow call from a hung one."""
+    slow = Run()
+    slow.model(0, "anthropic-tool-stream")
+    slow.streamed_call(0.5, 1, [1.0 + 5 * i for i in range(7)])  # progress to 31 s
+    [row] = hangs(slow.write(tmp_path / "slow.jsonl", 40))
+    assert row["waited_on"] == "mcp_server"
+    assert row["detail"].startswith("slow, not hung: its last of 7 events came 30.") and (
+        "s in" in row["detail"]
+    ), row
+    hung = Run()
+    hung.model(0, "anthropic-tool-stream")
+    hung.streamed_call(0.5, 1, [0.6])  # one progress at once, then nothing
+    [row] = hangs(hung.write(tmp_path / "hung.jsonl", 40))
+    assert row["waited_on"] == "mcp_server"
+    assert row["detail"].startswith("no answer, and no event during the silence"), row
