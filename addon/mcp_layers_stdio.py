@@ -446,13 +446,33 @@ class SplicePump:
                 # by round, each part copied before it moves on.
                 part = n
                 if self.copier.feed.open:
-                    part = self.tee(self.held_r, self.stage_w, n)
+                    try:
+                        part = self.tee(self.held_r, self.stage_w, n)
+                    except OSError:
+                        part = 0
+                    if part <= 0:  # never with an empty stage; were it so, by hand
+                        return not self._copy_by_read(n, ts)
                     self.copier.copy_staged(self.stage_r, part, ts)
                 else:
                     self.copier.offset += part
                 if not self._forward(part):
                     return True
                 n -= part
+
+    def _copy_by_read(self, n: int, ts: float) -> bool:
+        """Take `n` bytes out of `held`, copy and write them (as `pump`); then go on that
+        way. False when `dst` is gone."""
+        while n:
+            data = os.read(self.held_r, n)
+            n -= len(data)
+            self.copier.copy(data, ts)
+            try:
+                write_all(self.dst, data)
+            except OSError:
+                return False
+        broke = [False]
+        pump(self.src, self.dst, self.copier, broke.append)
+        return not broke[-1]
 
     def _forward(self, n: int) -> bool:
         """Move `n` bytes from `held` to `dst`; False when `dst` is gone."""

@@ -38,6 +38,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 WRAPPER = shutil.which("mcp-layers", path=os.path.dirname(sys.executable)) or "mcp-layers"
 
@@ -184,8 +185,8 @@ def startup(wrapped: bool, record_dir: str) -> float:
     return elapsed
 
 
-def records_in(directory: str) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
+def records_in(directory: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for path in Path(directory).glob("*.jsonl"):
         out += [json.loads(line) for line in path.read_text().splitlines()]
     return out
@@ -221,7 +222,7 @@ def main() -> int:
         assert sum(r["kind"] == "notification" for r in flooded) == lines
         assert (
             sum(
-                r["sessionStats"]["serverNotifications"]  # type: ignore[index]
+                r["sessionStats"]["serverNotifications"]
                 for r in flooded
                 if r["kind"] == "session_end"
             )

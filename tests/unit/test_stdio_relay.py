@@ -259,3 +259,37 @@ def test_a_reader_gone_is_a_broken_pipe(path: str) -> None:
     for fd in (src_r, src_w):
         os.close(fd)
     feed.close()
+
+
+@pytest.mark.skipif(TEE is None, reason="no tee(2)")
+@pytest.mark.parametrize("fails", ["returns 0", "raises"])
+def test_a_tee_that_fails_falls_back_to_reading(fails: str) -> None:
+    def tee(_src: int, _dst: int, _n: int) -> int:
+        if fails == "raises":
+            raise OSError(errno.EINVAL, "no")
+        return 0
+
+    src_r, src_w = os.pipe()
+    dst_r, dst_w = os.pipe()
+    feed_r, feed_w = os.pipe()
+    feed = w.Feed(feed_w)
+    frames: list[tuple[bytes, int, bytes]] = []
+    recorder = collector(feed_r, frames)
+    ended: list[bool] = []
+
+    def on_end(broke: bool) -> None:
+        ended.append(broke)
+        os.close(dst_w)
+
+    fed = feeder(src_w, DATA)
+    relaying = threading.Thread(
+        target=w.SplicePump(src_r, dst_w, w.Copier(feed, b"c"), tee).run, args=(on_end,)
+    )
+    relaying.start()
+    assert read_all(dst_r) == DATA
+    fed.join()
+    relaying.join(30)
+    feed.close()
+    recorder.join(30)
+    assert ended == [False] and b"".join(d for _, _, d in frames) == DATA
+    os.close(src_r)
