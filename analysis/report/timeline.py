@@ -9,9 +9,16 @@ re-initialised after a 404 is an arrow from its end to the new `initialize`. So 
 re-initialisation and the resend read as one story. Injected faults carry a thick outline
 and the word "injected" in their tooltip.
 
+When the chain's input holds the agent's model turns during its time (issue 28), a lane
+for the model comes first: each turn a bar from its request to its answer's end, a tick at
+its first output, and a dotted arrow to each `tools/call` it asked for (`modelCall`). The
+stalls `hangs` finds in that time are bands over every lane, labelled with who was waited
+on.
+
 Idle stretches longer than `GAP_MS` (and a fifth of the whole) are cut out of the axis and
 shown as a break with their length, so that a minute of silence does not squeeze the
-interesting second into a pixel.
+interesting second into a pixel. A stall is such a silence when nothing of the chain was in
+flight: its band then covers the break, which says "stall" instead of "idle".
 """
 
 from __future__ import annotations
