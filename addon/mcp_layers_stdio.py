@@ -256,8 +256,20 @@ def widen(fd: int, size: int = READ_BYTES) -> int:
 def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            wait_for(fd, write=True)
+            continue
         view = view[n:]
+
+
+def wait_for(fd: int, write: bool = False) -> None:
+    """Until `fd` can be read (written). Only for an end the client made non-blocking:
+    EAGAIN there is neither an end of input nor a broken pipe."""
+    import select  # rare: not on the start-up path
+
+    select.select([] if write else [fd], [fd] if write else [], [])
 
 
 class Feed:
@@ -348,6 +360,9 @@ def pump(src: int, dst: int, copier: Copier | None, on_end: Callable[[bool], Non
         while True:
             try:
                 data = os.read(src, READ_BYTES)
+            except BlockingIOError:
+                wait_for(src)
+                continue
             except OSError:
                 break
             if not data:
@@ -431,6 +446,9 @@ class SplicePump:
         while True:
             try:
                 n = os.splice(self.src, self.held_w, self.chunk)
+            except BlockingIOError:
+                wait_for(self.src)
+                continue
             except OSError as e:
                 if e.errno in UNSPLICEABLE:
                     broke = [False]
@@ -480,6 +498,8 @@ class SplicePump:
             while n and self.dst_splices:
                 try:
                     n -= os.splice(self.held_r, self.dst, n)
+                except BlockingIOError:
+                    wait_for(self.dst, write=True)
                 except OSError as e:
                     if e.errno not in UNSPLICEABLE:
                         raise

@@ -293,3 +293,27 @@ def test_a_tee_that_fails_falls_back_to_reading(fails: str) -> None:
     recorder.join(30)
     assert ended == [False] and b"".join(d for _, _, d in frames) == DATA
     os.close(src_r)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_non_blocking_ends_are_waited_for_not_taken_for_an_end(path: str) -> None:
+    src_r, src_w = os.pipe()
+    dst_r, dst_w = os.pipe()
+    os.set_blocking(src_r, False)
+    os.set_blocking(dst_w, False)
+    feed_r, feed_w = os.pipe()
+    feed = w.Feed(feed_w)
+    frames: list[tuple[bytes, int, bytes]] = []
+    recorder = collector(feed_r, frames)
+    ended: list[bool] = []
+    relaying = start_relay(path, src_r, dst_w, w.Copier(feed, b"s"), ended)
+    time.sleep(0.2)  # nothing to read yet: EAGAIN, which is no end
+    fed = feeder(src_w, DATA)
+    time.sleep(0.2)  # the reader is slow: the non-blocking writes fill its pipe
+    assert read_all(dst_r) == DATA
+    fed.join()
+    relaying.join(30)
+    feed.close()
+    recorder.join(30)
+    assert ended == [False] and b"".join(d for _, _, d in frames) == DATA
+    os.close(src_r)
