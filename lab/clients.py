@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,10 @@ class Setup:
 class Launch:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    #: JSON files in which the client notes the PID of a daemon it leaves running after it
+    #: exits (key "pid"): the lab stops each by that PID once the client is done. A daemon
+    #: detaches into a session of its own, out of reach of the client's process group.
+    daemons: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -558,6 +563,119 @@ def _openai_agents_js(s: Setup) -> Launch:
     return Launch(argv, {"OPENAI_AGENTS_DISABLE_TRACING": "1"})
 
 
+#: The model name the CLIs below are given for the fake model (it answers any name).
+LAB_MODEL: Final = "lab-model"
+
+
+def _cline(s: Setup) -> Launch:
+    # What `cline auth -p openai -k KEY -m MODEL -b URL` and `cline mcp add echo --transport
+    # streamable-http URL --yes` write (the provider becomes openai-compatible), written
+    # directly: the same files, no extra run of the CLI.
+    settings = s.home / ".cline" / "data" / "settings"
+    _write_json(
+        settings / "providers.json",
+        {
+            "version": 1,
+            "lastUsedProvider": "openai-compatible",
+            "modes": {},
+            "providers": {
+                "openai-compatible": {
+                    "settings": {
+                        "provider": "openai-compatible",
+                        "apiKey": DUMMY_KEY,
+                        "model": LAB_MODEL,
+                        "baseUrl": f"{s.model_url}/v1",
+                    },
+                    # Required: without it the file is taken as invalid and replaced by
+                    # the default provider (Cline's own API, api.cline.bot).
+                    "updatedAt": "2026-12-02T00:00:00.000Z",
+                    "tokenSource": "manual",
+                }
+            },
+        },
+    )
+    _write_json(
+        settings / "cline_mcp_settings.json",
+        {"mcpServers": {SERVER_NAME: {"transport": {"type": "streamableHttp", "url": s.mcp_url}}}},
+    )
+    # Its OpenTelemetry export (otel.cline.bot) is on unless opted out here; the CLI's own
+    # update check is off here and by CLINE_NO_AUTO_UPDATE.
+    _write_json(
+        settings / "global-settings.json", {"telemetryOptOut": True, "autoUpdateEnabled": False}
+    )
+    # Its feature flags come from PostHog (data.cline.bot), and there is no switch for it;
+    # a cache it wrote itself this very moment is fresh, so it asks for none.
+    _write_json(
+        s.home / ".cline" / "data" / "cache" / "feature-flags.json",
+        {
+            "version": 2,
+            "updatedAt": int(time.time() * 1000),
+            "userId": None,
+            "flagsPayload": {"featureFlags": {}, "featureFlagPayloads": {}},
+        },
+    )
+    # A prompt runs the task headless in act mode with auto-approve on (the default).
+    argv = [_bin(s, ".bin", "cline"), "--json", "--cwd", str(s.work), s.prompt]
+    env = {
+        # Else it checks npm for a newer CLI at start-up and may install it.
+        "CLINE_NO_AUTO_UPDATE": "1",
+    }
+    # After the task it starts a hub daemon (`cline --cline-hub-daemon`, setsid) for the
+    # next run and notes its PID here; nothing else would stop it.
+    hub = s.home / ".cline" / "data" / "locks" / "hub" / "production.json"
+    return Launch(argv, env, daemons=(hub,))
+
+
+def _droid(s: Setup) -> Launch:
+    factory = s.home / ".factory"
+    # Bring your own key: a custom model at the fake model, no Factory login.
+    _write_json(
+        factory / "settings.json",
+        {
+            "customModels": [
+                {
+                    "model": LAB_MODEL,
+                    "displayName": "lab",
+                    "baseUrl": f"{s.model_url}/v1",
+                    "apiKey": DUMMY_KEY,
+                    "provider": "generic-chat-completion-api",
+                    "maxOutputTokens": 4096,
+                }
+            ],
+        },
+    )
+    # Its MCP tools reach the model as `echo___echo`, deferred behind ToolSearch (the fake
+    # model loads it first: lab/fake_model.py).
+    _write_json(
+        factory / "mcp.json", {"mcpServers": {SERVER_NAME: {"type": "http", "url": s.mcp_url}}}
+    )
+    argv = [
+        _bin(s, "@factory", "cli-linux-x64", "bin", "droid"),
+        "exec",
+        # Headless exec is read-only unless told; an MCP tool needs the permission too.
+        "--skip-permissions-unsafe",
+        "-m",
+        f"custom:{LAB_MODEL}",
+        "-o",
+        "json",
+        "--cwd",
+        str(s.work),
+        s.prompt,
+    ]
+    env = {
+        # Air-gapped: no calls to Factory's API (api.factory.ai) nor to its OpenTelemetry
+        # collector (both looked up without it, none with it).
+        "FACTORY_AIRGAP_ENABLED": "true",
+        # And should a telemetry client start anyway: its base URL is a dead loopback port.
+        "FACTORY_TELEMETRY_INGEST_BASE_URL": "http://127.0.0.1:9",
+        "FACTORY_DROID_AUTO_UPDATE_ENABLED": "false",
+        "FACTORY_OTEL_ENABLED": "false",
+        # No system keyring (D-Bus) for credentials it does not need with a custom model.
+        "FACTORY_DISABLE_KEYRING": "1",
+    }
+    return Launch(argv, env)
+
+
 PY_SDK_VERSION: Final = "2.3.0"
 TS_SDK_VERSION: Final = "1.32.2"
 
@@ -756,6 +874,33 @@ CLIENTS: Final[tuple[Client, ...]] = (
         ),
         telemetry="traces are exported to api.openai.com by default: "
         "`OPENAI_AGENTS_DISABLE_TRACING=1` and `setTracingDisabled(true)` in the driver",
+    ),
+    # Coding-agent CLIs in Bun binaries (issue 31), each with the TS SDK 1.x underneath.
+    Client(
+        "cline",
+        "3.0.65",
+        # Its MCP client is the SDK core's, which names itself so (version unset).
+        "@cline/core@0.0.0",
+        "chat",
+        _cline,
+        npm="cline",
+        telemetry="OpenTelemetry export to otel.cline.bot and PostHog feature flags from "
+        "data.cline.bot, both on by default: `telemetryOptOut: true` in its global "
+        "settings, and a fresh feature-flag cache (no switch exists); `CLINE_NO_AUTO_UPDATE=1`",
+    ),
+    Client(
+        "droid",
+        "0.225.2",
+        "factory-cli@0.225.2",
+        "chat",
+        _droid,
+        # The wrapper `@factory/cli` 0.225.1 (its only version) pins a cli-linux-x64 that
+        # was never published: the binary package is installed on its own.
+        npm="@factory/cli-linux-x64",
+        telemetry="calls to api.factory.ai and an OpenTelemetry collector by default: "
+        "`FACTORY_AIRGAP_ENABLED=true` stops both; also `FACTORY_TELEMETRY_INGEST_BASE_URL` "
+        "at a dead loopback port, `FACTORY_OTEL_ENABLED=false`, "
+        "`FACTORY_DROID_AUTO_UPDATE_ENABLED=false`",
     ),
 )
 

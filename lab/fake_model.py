@@ -22,6 +22,15 @@ docs/lab.md):
 The decision is a pure function of the conversation the client sends (no state on the
 server), so the title and routing side calls some clients make cannot disturb it:
 
+- the echo tool is not offered but a ``ToolSearch`` tool is (Droid defers MCP tools behind
+  it): call ``ToolSearch`` with ``select:<the echo tool's name>``, which loads the tool
+  into the next request's list. Droid registers its MCP tools while the model's first
+  turn is under way, and a search in that turn loads nothing (in the lab's runs the
+  search in the next turn did): so a search that loaded nothing is made again, up to
+  ``TOOL_SEARCH_TRIES`` in all, each answer held ``TOOL_SEARCH_HOLD_S`` so that the tools
+  have time to register (a fault on ``initialize`` or ``tools/list`` delays them). That
+  step is not a tool call of the script's: it counts neither as a call nor as a result,
+  and its result is not "reporting";
 - the echo tool is not offered: answer text;
 - no tool call yet: call it with ``{"text": "hello"}``;
 - the last turn carries its result: script ``once`` finishes; script
@@ -65,6 +74,18 @@ MAX_CALLS: Final = 2
 MAX_BODY: Final = 32 * 1024 * 1024
 #: Each tool result is kept in the log only this long.
 EXCERPT: Final = 300
+#: The tool a client hides its MCP tools behind until the model asks for them (Droid).
+TOOL_SEARCH: Final = "ToolSearch"
+#: Droid names an MCP tool `<server>___<tool>`; the lab's server is "echo"
+#: (clients.SERVER_NAME). Selected by that name when the "Deferred tools:" reminder does
+#: not list it: Droid's exec writes the reminder before its MCP tools are registered, and
+#: loads a tool by name when ToolSearch runs, after they are.
+DEFERRED_ECHO: Final = "echo___echo"
+#: ToolSearch calls per conversation at most, and how long each answer is held: the
+#: client registers its MCP tools meanwhile (0.1-0.5 s after its first model call here).
+TOOL_SEARCH_TRIES: Final = 3
+TOOL_SEARCH_HOLD_S: Final = 1.0
+_DEFERRED_LIST = re.compile(r"Deferred tools:\n((?:[^\n<]+\n?)+)")
 
 _IS_ERROR_TRUE = re.compile(r'"is_?[eE]rror"\s*:\s*true')
 
@@ -102,6 +123,10 @@ class Turn:
     #: The last turn carries a tool result (the client is reporting back).
     reporting: bool = False
     json_mode: bool = False
+    #: A ToolSearch tool offered while the echo tool is not: what to select through it.
+    deferred: str | None = None
+    #: ToolSearch calls so far in this conversation.
+    searches: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,6 +135,12 @@ class Reply:
     text: str = ""
     tool: str | None = None
     namespace: str | None = None
+    #: The call's arguments (None: the echo tool's, TOOL_ARGS).
+    args: dict[str, Any] | None = None
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        return TOOL_ARGS if self.args is None else self.args
 
 
 def decide(script: str, turn: Turn) -> Reply:
@@ -124,6 +155,10 @@ def decide(script: str, turn: Turn) -> Reply:
             "complexity_score": 1,
         }
         return Reply("json", text=json.dumps(body, separators=(",", ":")))
+    if turn.tool is None and turn.deferred is not None and turn.searches < TOOL_SEARCH_TRIES:
+        # Load the deferred tool first; the script's own steps start once it is offered.
+        query = {"query": f"select:{turn.deferred}"}
+        return Reply("tool", tool=TOOL_SEARCH, args=query)
     if turn.tool is not None and turn.calls < MAX_CALLS:
         if turn.calls == 0 and not turn.results:
             return Reply("tool", tool=turn.tool, namespace=turn.namespace)
@@ -229,8 +264,23 @@ def responses_turn(body: dict[str, Any]) -> Turn:
     return Turn(tool, namespace, calls, tuple(results), reporting)
 
 
+def deferred_tool(messages: list[dict[str, Any]]) -> str:
+    """The echo tool's name in a "Deferred tools:" reminder (Droid's), else DEFERRED_ECHO."""
+    for msg in messages:
+        match = _DEFERRED_LIST.search(_text_of(msg.get("content")))
+        if match is not None:
+            listed = pick_tool([n.strip() for n in match.group(1).splitlines()])
+            if listed is not None:
+                return listed
+    return DEFERRED_ECHO
+
+
 def chat_turn(body: dict[str, Any]) -> Turn:
-    """An OpenAI Chat Completions request: tools are ``{"type": "function", "function": {…}}``."""
+    """An OpenAI Chat Completions request: tools are ``{"type": "function", "function": {…}}``.
+
+    ToolSearch calls and their results are the client's plumbing, not the script's tool
+    call: they are left out of ``calls`` and ``results`` (matched by ``tool_call_id``).
+    """
     names = []
     for t in body.get("tools") or []:
         if isinstance(t, dict):
@@ -239,15 +289,29 @@ def chat_turn(body: dict[str, Any]) -> Turn:
                 str((fn.get("name") if isinstance(fn, dict) else None) or t.get("name") or "")
             )
     calls = 0
+    searches: set[str] = set()
     results: list[ToolResult] = []
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    reporting = False
     for msg in messages:
+        reporting = False
         if msg.get("role") == "assistant" and isinstance(msg.get("tool_calls"), list):
-            calls += len(msg["tool_calls"])
-        elif msg.get("role") == "tool":
+            for call in msg["tool_calls"]:
+                fn = call.get("function") if isinstance(call, dict) else None
+                if isinstance(fn, dict) and fn.get("name") == TOOL_SEARCH:
+                    searches.add(str(call.get("id")))
+                else:
+                    calls += 1
+        elif msg.get("role") == "tool" and str(msg.get("tool_call_id")) not in searches:
             results.append(ToolResult(_text_of(msg.get("content"))))
-    reporting = bool(messages) and messages[-1].get("role") == "tool"
-    return Turn(pick_tool(names), None, calls, tuple(results), reporting)
+            reporting = True
+    tool = pick_tool(names)
+    deferred = None
+    if tool is None and TOOL_SEARCH in names:
+        deferred = deferred_tool(messages)
+    return Turn(
+        tool, None, calls, tuple(results), reporting, deferred=deferred, searches=len(searches)
+    )
 
 
 def gemini_turn(body: dict[str, Any]) -> Turn:
@@ -308,11 +372,11 @@ def anthropic_reply(reply: Reply, model: str) -> tuple[dict[str, Any], list[byte
             "type": "tool_use",
             "id": _id("toolu_"),
             "name": reply.tool,
-            "input": TOOL_ARGS,
+            "input": reply.arguments,
         }
         stop = "tool_use"
         start = {**block, "input": {}}
-        delta = {"type": "input_json_delta", "partial_json": _j(TOOL_ARGS)}
+        delta = {"type": "input_json_delta", "partial_json": _j(reply.arguments)}
     else:
         block = {"type": "text", "text": reply.text}
         stop = "end_turn"
@@ -363,7 +427,7 @@ def responses_events(reply: Reply, model: str) -> list[bytes]:
             "id": _id("fc_"),
             "call_id": _id("call_"),
             "name": reply.tool,
-            "arguments": _j(TOOL_ARGS),
+            "arguments": _j(reply.arguments),
             "status": "completed",
         }
         if reply.namespace:
@@ -424,7 +488,7 @@ def chat_message(reply: Reply) -> tuple[dict[str, Any], str]:
         call = {
             "id": _id("call_"),
             "type": "function",
-            "function": {"name": reply.tool, "arguments": _j(TOOL_ARGS)},
+            "function": {"name": reply.tool, "arguments": _j(reply.arguments)},
         }
         return {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls"
     return {"role": "assistant", "content": reply.text}, "stop"
@@ -469,7 +533,7 @@ def chat_events(reply: Reply, model: str) -> list[bytes]:
 
 def gemini_response(reply: Reply) -> dict[str, Any]:
     if reply.kind == "tool":
-        part: dict[str, Any] = {"functionCall": {"name": reply.tool, "args": TOOL_ARGS}}
+        part: dict[str, Any] = {"functionCall": {"name": reply.tool, "args": reply.arguments}}
     else:
         part = {"text": reply.text}
     return {
@@ -579,6 +643,9 @@ class _Handler(BaseHTTPRequestHandler):
             }
         if reply is not None:
             entry |= {"reply": reply.kind, "text": reply.text or None}
+            if reply.args is not None:
+                # A plumbing call (ToolSearch): which tool, with what, so the log says why.
+                entry |= {"called": reply.tool, "args": reply.args}
         self.server.log.add(entry | extra)
 
     # -- routes
@@ -627,6 +694,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _decide(self, turn: Turn) -> Reply:
         """The script's reply; the first one after a tool result held `hold_s` first."""
         reply = decide(self.server.script, turn)
+        if reply.tool == TOOL_SEARCH:
+            time.sleep(self.server.search_hold_s)
         if turn.reporting and self.server.hold_s > 0 and not self.server.held.is_set():
             self.server.held.set()
             time.sleep(self.server.hold_s)
@@ -676,6 +745,7 @@ class _Server(ThreadingHTTPServer):
     log: RequestLog
     hold_s: float
     held: threading.Event
+    search_hold_s: float
 
 
 class FakeModel:
@@ -688,9 +758,11 @@ class FakeModel:
         port: int = 0,
         *,
         hold_s: float = 0.0,
+        search_hold_s: float = TOOL_SEARCH_HOLD_S,
     ) -> None:
         """`hold_s`: the first answer after a tool result waits that long, so the client's
-        MCP session sits idle meanwhile (what an idle-stream fault needs to act on)."""
+        MCP session sits idle meanwhile (what an idle-stream fault needs to act on).
+        `search_hold_s`: how long each ToolSearch answer waits (tests set it to 0)."""
         if script not in SCRIPTS:
             raise ValueError(f"unknown script {script!r}; scripts are {', '.join(SCRIPTS)}")
         self.log = RequestLog(log_path)
@@ -699,6 +771,7 @@ class FakeModel:
         self._server.log = self.log
         self._server.hold_s = hold_s
         self._server.held = threading.Event()
+        self._server.search_hold_s = search_hold_s
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="fake-model", daemon=True
         )

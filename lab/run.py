@@ -108,6 +108,10 @@ class RunResult:
     started: str = ""
     #: The recording this run was served from by `mcp-layers replay` (no fault of its own).
     replayed: str | None = None
+    #: Processes the client left running when it exited, stopped by the lab by PID
+    #: (``PID command``): a daemon its entry names (Cline's hub), or any other process that
+    #: still had the run's HOME.
+    leftovers: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
@@ -208,6 +212,81 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an exited child its parent has not reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold spaces.
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X", "")
+
+
+def _command(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+
+
+def _has_home(pid: int, home: Path) -> bool:
+    """`pid` runs with `home` as its HOME: the client or something it started (every launch
+    gets a fresh HOME of its own, so no other process has it)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"HOME={home}".encode() in environ.split(b"\0")
+
+
+def _stop_pid(pid: int) -> None:
+    """SIGTERM, then SIGKILL after KILL_GRACE_S: by PID, so nothing else is touched."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + KILL_GRACE_S
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def stop_leftovers(daemons: tuple[Path, ...], home: Path, spare: int) -> list[str]:
+    """Stop what the client left running (``PID command`` each), by PID.
+
+    First the daemons the entry names (a JSON file with its "pid", checked to carry the
+    run's HOME, so a stale file never names someone else's process), then any process still
+    running with the run's HOME. `spare` is the lab's own child (strace, which has that
+    HOME too and ends by itself once its last tracee is gone).
+    """
+    pids: dict[int, None] = {}
+    for record in daemons:
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            data = json.loads(record.read_text(encoding="utf-8"))
+            pids[int(data.get("pid"))] = None
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            pids[int(entry.name)] = None
+    stopped = []
+    for pid in pids:
+        if pid in (spare, os.getpid()) or not _alive(pid) or not _has_home(pid, home):
+            continue
+        stopped.append(f"{pid} {_command(pid)}")
+        _stop_pid(pid)
+    return stopped
+
+
+def _traced_child(strace_pid: int) -> int | None:
+    """The client under strace: strace's one direct child (None until it has started)."""
+    path = Path(f"/proc/{strace_pid}/task/{strace_pid}/children")
+    try:
+        children = path.read_text(encoding="ascii").split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
 def run_client(
     launch: clients_mod.Launch,
     env: dict[str, str],
@@ -215,8 +294,16 @@ def run_client(
     run_dir: Path,
     timeout_s: float,
     strace: str | None,
+    leftovers: list[str] | None = None,
 ) -> tuple[int | None, bool]:
-    """Run the client to its end or its timeout; (exit code, timed out)."""
+    """Run the client to its end or its timeout; (exit code, timed out).
+
+    Once the client has exited, what it left running is stopped by PID (`stop_leftovers`)
+    and noted in `leftovers`. Under strace that must happen while waiting: strace follows
+    a detached daemon too, and would wait for it to end.
+    """
+    home = Path(env["HOME"])
+    noted = leftovers if leftovers is not None else []
     argv = list(launch.argv)
     if strace is not None:
         trace = run_dir / "connect.trace"
@@ -246,7 +333,7 @@ def run_client(
         )
         try:
             try:
-                return proc.wait(timeout=timeout_s), False
+                return _wait_client(proc, launch, home, timeout_s, strace, noted), False
             except subprocess.TimeoutExpired:
                 _kill_group(proc.pid, signal.SIGTERM)
                 try:
@@ -261,6 +348,38 @@ def run_client(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=KILL_GRACE_S)
+            # And what left the group: a daemon in a session of its own.
+            noted += stop_leftovers(launch.daemons, home, proc.pid)
+
+
+#: How often the lab looks whether a traced client has exited.
+POLL_S: Final = 0.1
+
+
+def _wait_client(
+    proc: subprocess.Popen[bytes],
+    launch: clients_mod.Launch,
+    home: Path,
+    timeout_s: float,
+    strace: str | None,
+    noted: list[str],
+) -> int:
+    """The client's exit code; raises TimeoutExpired after `timeout_s`."""
+    if strace is None:
+        return proc.wait(timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    client: int | None = None
+    while True:
+        try:
+            return proc.wait(timeout=POLL_S)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+        client = client or _traced_child(proc.pid)
+        if client is not None and not _alive(client):
+            # The client is done, but strace still follows what it left running.
+            noted += stop_leftovers(launch.daemons, home, proc.pid)
+            return proc.wait(timeout=KILL_GRACE_S)
 
 
 def start_replay(recording: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -375,7 +494,7 @@ def run_one(spec: RunSpec) -> RunResult:
         (run_dir / "command.txt").write_text(" ".join(launch.argv) + "\n", encoding="utf-8")
         began = time.monotonic()
         result.exit_code, result.timed_out = run_client(
-            launch, env, setup.work, run_dir, spec.timeout_s, spec.strace
+            launch, env, setup.work, run_dir, spec.timeout_s, spec.strace, result.leftovers
         )
         result.seconds = round(time.monotonic() - began, 2)
         time.sleep(SETTLE_S)

@@ -1,7 +1,8 @@
 """The lab's fake model API, on its own, with the request shapes the real clients send.
 
 The shapes (and the event sequences the clients need back) are the ones recorded from
-Claude Code 2.1.197, Codex 0.171.0, Gemini CLI 0.61.0 and opencode 1.18.33 (docs/lab.md).
+Claude Code 2.1.197, Codex 0.171.0, Gemini CLI 0.61.0 and opencode 1.18.33 (docs/lab.md),
+and Droid 0.225.2's ToolSearch step from requests it really sent (tests/lab/fixtures/droid).
 """
 
 from __future__ import annotations
@@ -15,12 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_layers_lab import clients
 from mcp_layers_lab.fake_model import (
+    DEFERRED_ECHO,
     DONE_PREFIX,
+    TOOL_SEARCH,
+    TOOL_SEARCH_HOLD_S,
+    TOOL_SEARCH_TRIES,
     FakeModel,
     ToolResult,
     Turn,
+    chat_turn,
     decide,
+    deferred_tool,
     pick_tool,
     read_log,
 )
@@ -651,3 +659,131 @@ def test_hold_keeps_the_first_answer_after_a_tool_result_waiting(tmp_path: Path)
         post(model, "/v1/messages", request)
         again = time.monotonic() - start - first - held
     assert first < 0.4 and held >= 0.5 and again < 0.4
+
+
+# ------------------------------------------------------------------ Droid: ToolSearch first
+
+#: Requests Droid 0.225.2 (`droid exec`, a custom chat-completions model) really sent to the
+#: fake model, trimmed (tests/lab/fixtures/droid): its first turn (MCP tools deferred behind
+#: ToolSearch), the turn after the search (echo___echo loaded), and the turn with the result.
+DROID = Path(__file__).resolve().parent / "fixtures" / "droid"
+
+
+def droid_request(name: str) -> dict[str, Any]:
+    capture = json.loads((DROID / f"{name}.json").read_text(encoding="utf-8"))
+    assert capture["path"] == "/v1/chat/completions"
+    body: dict[str, Any] = capture["body"]
+    return body
+
+
+@pytest.fixture
+def quick(tmp_path: Path, script: str) -> Iterator[FakeModel]:
+    """The fake model without the wait on each ToolSearch answer."""
+    with FakeModel(script, tmp_path / "model.log", search_hold_s=0) as model:
+        yield model
+
+
+def tool_calls(body: bytes) -> list[dict[str, Any]]:
+    chunks, done = chat_chunks(body)
+    assert done
+    return [
+        call
+        for c in chunks
+        if c["choices"]
+        for call in c["choices"][0]["delta"].get("tool_calls", [])
+    ]
+
+
+def chat_text(body: bytes) -> str:
+    chunks, _ = chat_chunks(body)
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+
+
+def test_droid_first_turn_offers_toolsearch_not_echo() -> None:
+    # The capture itself: what makes the step necessary.
+    body = droid_request("1-tool-search")
+    names = [t["function"]["name"] for t in body["tools"]]
+    assert "ToolSearch" in names and pick_tool(names) is None
+    turn = chat_turn(body)
+    assert turn.tool is None and turn.deferred == DEFERRED_ECHO and turn.searches == 0
+
+
+def test_droid_gets_a_toolsearch_for_the_echo_tool_first(quick: FakeModel) -> None:
+    calls = tool_calls(post(quick, "/v1/chat/completions", droid_request("1-tool-search"))[2])
+    assert [c["function"]["name"] for c in calls] == [TOOL_SEARCH]
+    assert json.loads(calls[0]["function"]["arguments"]) == {"query": "select:echo___echo"}
+    entry = read_log(quick.log.path)[-1]  # type: ignore[arg-type]
+    # Not the script's tool call: nothing counted, nothing offered yet.
+    assert entry["calls"] == 0 and entry["results"] == [] and entry["tool"] is None
+    assert entry["called"] == TOOL_SEARCH and entry["args"] == {"query": "select:echo___echo"}
+
+
+def test_droid_calls_echo_once_the_search_loaded_it(quick: FakeModel) -> None:
+    body = droid_request("2-tool-loaded")
+    # The search's result is in the conversation, but it is neither a call nor a result.
+    turn = chat_turn(body)
+    assert turn.tool == "echo___echo" and turn.calls == 0 and turn.results == ()
+    assert not turn.reporting and turn.searches == 1
+    calls = tool_calls(post(quick, "/v1/chat/completions", body)[2])
+    assert [c["function"]["name"] for c in calls] == ["echo___echo"]
+    assert json.loads(calls[0]["function"]["arguments"]) == {"text": "hello"}
+
+
+def test_droid_finishes_on_the_echo_result_alone(quick: FakeModel) -> None:
+    body = droid_request("3-tool-result")
+    assert chat_text(post(quick, "/v1/chat/completions", body)[2]) == DONE_PREFIX + "ok"
+    entry = read_log(quick.log.path)[-1]  # type: ignore[arg-type]
+    assert entry["calls"] == 1 and [r["verdict"] for r in entry["results"]] == ["ok"]
+
+
+def test_droid_after_an_error_follows_the_script(quick: FakeModel, script: str) -> None:
+    body = droid_request("3-tool-result")
+    # What Droid hands the model for a failed call (seen in the lab's tool_error runs).
+    body["messages"][-1]["content"] = (
+        "Error: MCP tool echo___echo returned an error: Injected tool failure"
+    )
+    answer = post(quick, "/v1/chat/completions", body)[2]
+    if script == "once":
+        assert chat_text(answer) == DONE_PREFIX + "error"
+    else:
+        assert [c["function"]["name"] for c in tool_calls(answer)] == ["echo___echo"]
+
+
+def test_a_search_that_loaded_nothing_is_made_again_a_bounded_number_of_times(
+    quick: FakeModel,
+) -> None:
+    body = droid_request("1-tool-search")
+    for n in range(TOOL_SEARCH_TRIES):
+        calls = tool_calls(post(quick, "/v1/chat/completions", body)[2])
+        assert [c["function"]["name"] for c in calls] == [TOOL_SEARCH], n
+        # Droid's turn after a search that found nothing (its text here is made up: the
+        # fake model reads only that the echo tool is still not offered).
+        call = {**calls[0], "id": f"call_s{n}"}
+        call.pop("index")
+        body["messages"] += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_s{n}", "content": "No tools loaded"},
+        ]
+    # Then it gives up: the model was never offered the tool.
+    assert chat_text(post(quick, "/v1/chat/completions", body)[2]) == DONE_PREFIX + "none"
+
+
+def test_the_deferred_list_names_the_tool_to_select() -> None:
+    reminder = "<system-reminder>\nDeferred tools:\nWebSearch\nlab___echo\nLoop\n</system-reminder>"
+    messages = [{"role": "user", "content": [{"type": "text", "text": reminder}]}]
+    assert deferred_tool(messages) == "lab___echo"
+    # Not listed (Droid writes the list before its MCP tools are registered): its name for
+    # the lab's server, `<server>___<tool>`.
+    assert deferred_tool([]) == DEFERRED_ECHO == f"{clients.SERVER_NAME}___echo"
+
+
+def test_each_toolsearch_answer_is_held(tmp_path: Path) -> None:
+    # Time for the client to register its MCP tools before it runs the search.
+    with FakeModel("once", tmp_path / "model.log", search_hold_s=0.4) as model:
+        start = time.monotonic()
+        post(model, "/v1/chat/completions", droid_request("1-tool-search"))
+        searched = time.monotonic() - start
+        post(model, "/v1/chat/completions", droid_request("2-tool-loaded"))
+        called = time.monotonic() - start - searched
+    assert searched >= 0.4 and called < 0.3
+    assert TOOL_SEARCH_HOLD_S > 0

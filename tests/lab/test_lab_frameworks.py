@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +259,161 @@ def test_fast_agent_runs_in_both_eras(tmp_path: Path) -> None:
     assert launch.argv[-2:] == ["--mcp-protocol", "legacy"]
     (tmp_path / "b").mkdir()
     assert "--mcp-protocol" not in base.launch(_setup(tmp_path / "b")).argv
+
+
+# ------------------------------------------------------------------ the CLIs in Bun binaries
+
+#: Coding-agent CLIs added by issue 31, each a Bun binary with the TS SDK 1.x inside.
+CLIS = {
+    # name: (package, version, the files its launch writes under HOME)
+    "cline": (
+        "cline",
+        "3.0.65",
+        (
+            ".cline/data/settings/providers.json",
+            ".cline/data/settings/cline_mcp_settings.json",
+            ".cline/data/settings/global-settings.json",
+            ".cline/data/cache/feature-flags.json",
+        ),
+    ),
+    "droid": (
+        "@factory/cli-linux-x64",
+        "0.225.2",
+        (".factory/settings.json", ".factory/mcp.json"),
+    ),
+}
+
+
+def _written(home: Path) -> dict[str, Any]:
+    return {
+        str(p.relative_to(home)): json.loads(p.read_text(encoding="utf-8"))
+        for p in sorted(home.rglob("*.json"))
+    }
+
+
+@pytest.mark.parametrize("name", sorted(CLIS))
+def test_a_cli_entry_is_pinned_and_says_how_its_telemetry_is_off(name: str) -> None:
+    c = clients.client(name)
+    package, version, _ = CLIS[name]
+    assert (c.npm, c.version) == (package, version) and c.pypi is None and not c.extra
+    assert c.agent and c.api == "chat" and c.known_lookup is None
+    # Droid: the wrapper package `@factory/cli` pins a binary version that was never
+    # published; the binary's own package is the pin.
+    assert c.npm != "@factory/cli"
+    assert c.telemetry and len(c.telemetry) > 40
+
+
+@pytest.mark.parametrize("name", sorted(CLIS))
+def test_a_cli_launch_writes_its_config_under_home_at_loopback(name: str, tmp_path: Path) -> None:
+    s = _setup(tmp_path)
+    launch = clients.client(name).launch(s)
+    written = _written(s.home)
+    # Only what the entry says, all of it under the run's HOME (never the user's ~/.cline
+    # or ~/.factory); the command reads it from there (HOME is the run's).
+    assert sorted(written) == sorted(CLIS[name][2])
+    text = json.dumps(written) + " ".join(launch.argv) + json.dumps(launch.env)
+    urls = set(re.findall(r"https?://[^\s\"']+", text))
+    assert urls <= {s.mcp_url, f"{s.model_url}/v1", "http://127.0.0.1:9"}, urls
+    assert s.mcp_url in text and f"{s.model_url}/v1" in text
+    assert launch.argv[0].startswith(str(s.prefix / "node_modules"))  # type: ignore[operator]
+    assert launch.argv[-1] == s.prompt and str(s.work) in launch.argv
+
+
+def test_cline_is_pointed_at_the_fake_model_and_its_telemetry_is_off(tmp_path: Path) -> None:
+    s = _setup(tmp_path)
+    launch = clients.client("cline").launch(s)
+    settings = s.home / ".cline" / "data" / "settings"
+    providers = json.loads((settings / "providers.json").read_text())
+    # Without `updatedAt` Cline takes the file as invalid and falls back to its own API.
+    entry = providers["providers"][providers["lastUsedProvider"]]
+    assert entry["settings"]["provider"] == "openai-compatible" and entry["updatedAt"]
+    mcp = json.loads((settings / "cline_mcp_settings.json").read_text())
+    assert mcp["mcpServers"]["echo"]["transport"] == {"type": "streamableHttp", "url": s.mcp_url}
+    assert json.loads((settings / "global-settings.json").read_text())["telemetryOptOut"] is True
+    assert launch.env["CLINE_NO_AUTO_UPDATE"] == "1"
+    # Its feature-flag cache is fresh (written now), so it does not ask PostHog for flags.
+    flags = json.loads((s.home / ".cline/data/cache/feature-flags.json").read_text())
+    assert abs(flags["updatedAt"] / 1000 - time.time()) < 60 and flags["userId"] is None
+    # The hub daemon it leaves behind notes its PID there: the lab stops it by that PID.
+    assert launch.daemons == (s.home / ".cline/data/locks/hub/production.json",)
+
+
+def test_droid_uses_a_custom_model_and_is_air_gapped(tmp_path: Path) -> None:
+    s = _setup(tmp_path)
+    launch = clients.client("droid").launch(s)
+    settings = json.loads((s.home / ".factory" / "settings.json").read_text())
+    (model,) = settings["customModels"]
+    assert model["provider"] == "generic-chat-completion-api"
+    assert launch.argv[launch.argv.index("-m") + 1] == f"custom:{model['model']}"
+    assert {"exec", "--skip-permissions-unsafe"} <= set(launch.argv)
+    mcp = json.loads((s.home / ".factory" / "mcp.json").read_text())
+    assert mcp["mcpServers"]["echo"] == {"type": "http", "url": s.mcp_url}
+    assert {
+        "FACTORY_AIRGAP_ENABLED": "true",
+        "FACTORY_TELEMETRY_INGEST_BASE_URL": "http://127.0.0.1:9",
+        "FACTORY_DROID_AUTO_UPDATE_ENABLED": "false",
+    }.items() <= launch.env.items()
+    assert launch.daemons == ()
+
+
+# ------------------------------------------------------------------ nothing outlives a run
+
+#: A client that leaves a daemon behind, as Cline does: it starts a child in a session of
+#: its own (out of reach of the client's process group), notes its PID, and exits.
+DAEMONIZING = """
+import json, os, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         start_new_session=True)
+with open(sys.argv[1], "w") as f:
+    json.dump({"pid": child.pid}, f)
+print("LAB-DONE results=ok")
+"""
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_a_daemon_the_client_leaves_is_stopped_by_its_pid(tmp_path: Path, traced: bool) -> None:
+    import sys
+
+    from mcp_layers_lab import run
+
+    strace = run.strace_path() if traced else None
+    if traced and strace is None:
+        pytest.skip("no strace here")
+    home = tmp_path / "home"
+    home.mkdir()
+    record = home / "daemon.json"
+    launch = clients.Launch([sys.executable, "-c", DAEMONIZING, str(record)], daemons=(record,))
+    env = clients.base_env(home)
+    leftovers: list[str] = []
+    start = time.monotonic()
+    code, timed_out = run.run_client(launch, env, tmp_path, tmp_path, 30.0, strace, leftovers)
+    # Under strace too, the run ends with the client (strace would wait for the daemon).
+    assert (code, timed_out) == (0, False) and time.monotonic() - start < 15
+    pid = json.loads(record.read_text())["pid"]
+    assert [line.split()[0] for line in leftovers] == [str(pid)]
+    assert not run._alive(pid)
+
+
+def test_only_processes_with_the_runs_home_are_stopped(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from mcp_layers_lab import run
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    mine = subprocess.Popen(sleep, env={"HOME": str(tmp_path / "a")}, start_new_session=True)
+    other = subprocess.Popen(sleep, env={"HOME": str(tmp_path / "b")}, start_new_session=True)
+    try:
+        # A stale record naming someone else's process stops nothing of theirs.
+        record = tmp_path / "a" / "daemon.json"
+        record.write_text(json.dumps({"pid": other.pid}))
+        stopped = run.stop_leftovers((record,), tmp_path / "a", spare=0)
+        assert [line.split()[0] for line in stopped] == [str(mine.pid)]
+        assert mine.wait(timeout=10) is not None and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+        mine.kill()
+        mine.wait()
