@@ -213,6 +213,16 @@ def _codex_server(s: Setup) -> str:
 
 
 def _codex(s: Setup) -> Launch:
+    return _codex_with(s, websocket=False)
+
+
+def _codex_ws(s: Setup) -> Launch:
+    """Codex with its model over WebSocket (`supports_websockets`: the transport it uses
+    with a ChatGPT sign-in), each turn a `response.create` message on one connection."""
+    return _codex_with(s, websocket=True)
+
+
+def _codex_with(s: Setup, *, websocket: bool) -> Launch:
     codex_home = s.home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
@@ -230,6 +240,7 @@ env_key = "LAB_API_KEY"
 # The lab is about MCP retries: the model connection must not add its own.
 request_max_retries = 0
 stream_max_retries = 0
+supports_websockets = {"true" if websocket else "false"}
 
 [mcp_servers.{SERVER_NAME}]
 {_codex_server(s)}
@@ -697,6 +708,15 @@ CLIENTS: Final[tuple[Client, ...]] = (
         _codex,
         npm="@openai/codex",
         stdio=True,
+    ),
+    Client(
+        "codex-ws",
+        "0.171.0",
+        "codex-mcp-client@0.171.0",
+        "responses",
+        _codex_ws,
+        npm="@openai/codex",
+        shares="codex",
     ),
     Client(
         "gemini-cli",

@@ -62,6 +62,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
 
+from . import fake_model_ws
+
 HOST: Final = "127.0.0.1"
 SCRIPTS: Final = ("once", "again_after_error")
 TOOL_ARGS: Final = {"text": "hello"}
@@ -651,8 +653,12 @@ class _Handler(BaseHTTPRequestHandler):
     # -- routes
 
     def do_GET(self) -> None:
+        path = self.path.split("?")[0].rstrip("/")
+        if path.endswith("/responses") and self.headers.get("upgrade", "").lower() == "websocket":
+            self._websocket()
+            return
         self._note("get", None, None)
-        if self.path.split("?")[0].rstrip("/").endswith("/models"):
+        if path.endswith("/models"):
             self._json(200, {"object": "list", "data": [], "models": []})
         else:
             self._json(404, {"error": {"message": "not found"}})
@@ -716,6 +722,25 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self._decide(turn)
         self._note("responses", turn, reply, model=body.get("model"), stream=body.get("stream"))
         self._stream(responses_events(reply, str(body.get("model") or "lab-fake")))
+
+    def _websocket(self) -> None:
+        """Responses over WebSocket (Codex with `supports_websockets`): each
+        `response.create` message is answered as `_responses` answers a POST."""
+        key = self.headers.get("sec-websocket-key", "")
+        self.send_response(101)
+        self.send_header("upgrade", "websocket")
+        self.send_header("connection", "Upgrade")
+        self.send_header("sec-websocket-accept", fake_model_ws.accept_key(key))
+        self.end_headers()
+        self.close_connection = True
+
+        def answer(body: dict[str, Any]) -> list[bytes]:
+            turn = responses_turn(body)
+            reply = self._decide(turn)
+            self._note("responses-ws", turn, reply, model=body.get("model"))
+            return responses_events(reply, str(body.get("model") or "lab-fake"))
+
+        fake_model_ws.serve(self.rfile, self.wfile, answer)
 
     def _chat(self, body: dict[str, Any]) -> None:
         turn = chat_turn(body)
