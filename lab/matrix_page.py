@@ -226,9 +226,10 @@ def with_waited_on(
             del cells[at]
         text = waited_on.get((r.client, r.scenario), "—")
         values = {k: v for k, v in r.values.items() if k != WAITED_ON}
-        # Words, not a figure: left-aligned, inline, so that the stylesheet every grouped
-        # page embeds (and the committed page with it) stays as it was.
-        cell = f"<td class='mx-wait' style='text-align:left'>{_esc(text)}</td>"
+        # Words, not a figure: left-aligned and wrapped (the report's cells do not wrap),
+        # inline, so that the stylesheet every grouped page embeds stays as it was.
+        style = "text-align:left;white-space:normal"
+        cell = f"<td class='mx-wait' style='{style}'>{_esc(text)}</td>"
         out.append(Row(r.client, r.scenario, cell + "".join(cells), {WAITED_ON: text, **values}))
     return [WAITED_ON, *(c for c in columns if c != WAITED_ON)], out
 

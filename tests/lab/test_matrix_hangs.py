@@ -216,3 +216,25 @@ def test_the_page_has_the_waited_on_column(tmp_path: Path) -> None:
         "model_hang": "x",
     }
     assert matrix_page.group_page(again) == again
+
+
+def test_in_chromium_the_waited_on_column_wraps_and_nothing_is_clipped(tmp_path: Path) -> None:
+    """The report's cells do not wrap; this column's words must (its longest text here)."""
+    from mcp_layers_support.chromium import run_chromium, selftest_result
+
+    runs = tmp_path / "runs"
+    for fault in ("tools_call_hang", "model_hang"):
+        _run(runs / "claude-code" / fault, fault)
+    target = tmp_path / "MATRIX.html"
+    matrix.write_html(runs, target)
+    longest = "gave up sooner: mcp_server 5–10 s, agent 10–20 s, none ≥90 s"
+    waits = {("claude-code@2.1.197", "tools_call_hang"): longest}
+    target.write_text(
+        matrix_page.group_page(target.read_text(encoding="utf-8"), waits), encoding="utf-8"
+    )
+    dom = run_chromium(
+        tmp_path / "profile", "--window-size=800,900", "--dump-dom", target.as_uri() + "#selftest"
+    )
+    result = selftest_result(dom, "matrix-selftest")
+    assert result["errors"] == []
+    assert result["clipped"] == [], result["clipped"]
