@@ -1,6 +1,6 @@
 """What `mcp-layers wrap` costs a stdio server: latency per message, throughput, start-up.
 
-    .venv/bin/python benchmarks/stdio_bench.py           # default sizes (~1 minute)
+    .venv/bin/python benchmarks/stdio_bench.py           # default sizes (a few minutes)
     .venv/bin/python benchmarks/stdio_bench.py --quick
 
 Each figure is measured twice in the same run, against the same child: directly (the
@@ -11,6 +11,8 @@ child`), interleaved so that load from other work on the machine falls on both a
   the child answers at once. A round trip crosses the wrapper twice (request, answer), so
   the added latency per message is half the difference of the round trips' medians (p50).
   The recorder pairs and writes every call (its records are checked at the end).
+- a large answer: the same with an answer of 1 MiB (a large tool result); the added round
+  trip, p50 (the recorder reads and parses the answer: it must not hold it back much).
 - throughput: the client streams JSON-RPC notifications of 1 KiB through `cat` and reads
   them back (both directions at once); bytes per second, wrapped / direct. The recorder
   sees every byte (a recorder behind holds the bytes back), so this is the recorder's pace:
@@ -58,6 +60,12 @@ while True:
         os.write(1, b'{"jsonrpc":"2.0","id":' + line[j:k]
                  + b',"result":{"content":[{"type":"text","text":"ok"}],"isError":false}}\n')
 """
+
+#: The same, answering each call with a text of 1 MiB (a large tool result).
+BIG_ANSWERER = ANSWERER.replace(
+    'b\',"result":{"content":[{"type":"text","text":"ok"}]',
+    'b\',"result":{"content":[{"type":"text","text":"\' + b"x" * (1 << 20) + b\'"}]',
+)
 
 CALL = (
     b'{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"echo",'
@@ -107,9 +115,9 @@ def command(wrapped: bool | None, record_dir: str, *child: str) -> list[str]:
     return [WRAPPER, "wrap", "--record-dir", record_dir, "--", *child] if wrapped else list(child)
 
 
-def latency(wrapped: bool, n: int, record_dir: str) -> list[float]:
+def latency(wrapped: bool, n: int, record_dir: str, child: str = ANSWERER) -> list[float]:
     proc = subprocess.Popen(
-        command(wrapped, record_dir, sys.executable, "-c", ANSWERER),
+        command(wrapped, record_dir, sys.executable, "-c", child),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
@@ -120,9 +128,9 @@ def latency(wrapped: bool, n: int, record_dir: str) -> list[float]:
         line = CALL.replace(b"ID", str(i).encode())
         t0 = time.perf_counter()
         os.write(inp, line)
-        got = b""
+        got = bytearray()
         while not got.endswith(b"\n"):
-            got += os.read(out, 65536)
+            got += os.read(out, 1 << 20)
         if i >= 50:  # the first calls warm up both processes
             times.append(time.perf_counter() - t0)
     proc.stdin.close()
@@ -210,6 +218,16 @@ def main() -> int:
         assert len(recorded) == reps * (calls + 50), len(recorded)
         assert all(r["outcome"] == "TOOL_SUCCESS" for r in recorded)
 
+        direct_big: list[float] = []
+        wrapped_big: list[float] = []
+        big = os.path.join(tmp, "big")
+        for _ in range(reps):
+            direct_big += latency(False, calls // 10, big, BIG_ANSWERER)
+            wrapped_big += latency(True, calls // 10, big, BIG_ANSWERER)
+        assert sum(r["outcome"] == "TOOL_SUCCESS" for r in records_in(big)) == reps * (
+            calls // 10 + 50
+        )
+
         direct_bps: list[float] = []
         wrapped_bps: list[float] = []
         flood = os.path.join(tmp, "flood")
@@ -251,12 +269,18 @@ def main() -> int:
         return statistics.median(xs)
 
     added_us = (p50(wrapped_rtt) - p50(direct_rtt)) / 2 * 1e6
+    big_ms = (p50(wrapped_big) - p50(direct_big)) * 1000
     ratio = p50(wrapped_bps) / p50(direct_bps)
     start_ms = (p50(wrapped_start) - p50(direct_start)) * 1000
     relay_ratio = p50(wrapped_relay) / p50(direct_relay)
     figures = {
         "round_trip_p50_us": {"direct": p50(direct_rtt) * 1e6, "wrapped": p50(wrapped_rtt) * 1e6},
         "added_latency_per_message_p50_us": added_us,
+        "large_answer_round_trip_p50_ms": {
+            "direct": p50(direct_big) * 1000,
+            "wrapped": p50(wrapped_big) * 1000,
+        },
+        "large_answer_added_ms": big_ms,
         "throughput_MiB_s": {
             "direct": p50(direct_bps) / 2**20,
             "wrapped": p50(wrapped_bps) / 2**20,
@@ -276,6 +300,10 @@ def main() -> int:
         f"wrapped {p50(wrapped_rtt) * 1e6:.0f} us"
     )
     print(f"added latency per message, p50: {added_us:.0f} us (target <= 50 us)")
+    print(
+        f"a call answered with 1 MiB, round trip p50: direct {p50(direct_big) * 1000:.2f} ms, "
+        f"wrapped {p50(wrapped_big) * 1000:.2f} ms: +{big_ms:.2f} ms"
+    )
     print(
         f"throughput: direct {p50(direct_bps) / 2**20:.0f} MiB/s, wrapped "
         f"{p50(wrapped_bps) / 2**20:.0f} MiB/s: {ratio:.2f}x (target >= 0.9x; the "
