@@ -278,13 +278,20 @@ def stop_leftovers(daemons: tuple[Path, ...], home: Path, spare: int) -> list[st
 
 
 def _traced_child(strace_pid: int) -> int | None:
-    """The client under strace: strace's one direct child (None until it has started)."""
+    """The client under strace: the direct child of strace that runs another program
+    (None until it has started). strace forks short-lived children of its own at start-up
+    (its seccomp-bpf check), which still run strace's command line."""
     path = Path(f"/proc/{strace_pid}/task/{strace_pid}/children")
     try:
-        children = path.read_text(encoding="ascii").split()
-    except OSError:
+        children = [int(c) for c in path.read_text(encoding="ascii").split()]
+    except (OSError, ValueError):
         return None
-    return int(children[0]) if children else None
+    own = _command(strace_pid)
+    for child in children:
+        command = _command(child)
+        if command not in (own, "?", "") and _alive(child):
+            return child
+    return None
 
 
 def run_client(
