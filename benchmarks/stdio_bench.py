@@ -21,6 +21,8 @@ child`), interleaved so that load from other work on the machine falls on both a
 - relay alone: the same stream through a process that runs the wrapper's own relay
   (`relay`: splice and tee where the system has them) around the same `cat`, with the
   recorder's pipe read and thrown away: what moving the bytes costs, without the recorder.
+  And the CPU time the relay's two threads take per MiB, with splice and with its
+  read/write fallback: a figure the machine's load moves far less than a rate.
 - start-up: from spawning the command to the child's first line on stdout, for a child
   that prints at once; median of the differences.
 
@@ -73,9 +75,11 @@ CALL = (
 )
 
 #: The wrapper's relay without its recorder: `cat` between this process's stdin and stdout,
-#: the copies read from the recorder's pipe and thrown away.
+#: the copies read from the recorder's pipe and thrown away; `splice` (the wrapper's way
+#: without fault rules) or `read-write` (its fallback). Says on stderr the CPU seconds its
+#: two relay threads took.
 RELAY_ALONE = r"""
-import os, subprocess, threading
+import os, resource, subprocess, sys, threading
 import mcp_layers_stdio as w
 child_in_r, child_in_w = os.pipe()
 child_out_r, child_out_w = os.pipe()
@@ -87,31 +91,38 @@ os.close(child_out_w)
 feed_r, feed_w = os.pipe()
 w.widen(feed_w, w.FEED_BYTES)
 feed = w.Feed(feed_w)
-tee = w.load_tee()
+tee = w.load_tee() if sys.argv[1] == "splice" else None
+cpu = []
+def timed(src, dst, tag, end):
+    r0 = resource.getrusage(resource.RUSAGE_THREAD)
+    w.relay(src, dst, w.Copier(feed, tag), tee, lambda _: os.close(end))
+    r1 = resource.getrusage(resource.RUSAGE_THREAD)
+    cpu.append(r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime)
 def drain():
     while os.read(feed_r, 1 << 20):
         pass
 threads = [
     threading.Thread(target=drain),
-    threading.Thread(target=w.relay, args=(0, child_in_w, w.Copier(feed, b"c"), tee,
-                                           lambda _: os.close(child_in_w))),
-    threading.Thread(target=w.relay, args=(child_out_r, 1, w.Copier(feed, b"s"), tee,
-                                           lambda _: os.close(1))),
+    threading.Thread(target=timed, args=(0, child_in_w, b"c", child_in_w)),
+    threading.Thread(target=timed, args=(child_out_r, 1, b"s", 1)),
 ]
 for t in threads:
     t.start()
 proc.wait()
+threads[1].join()
 threads[2].join()
 feed.close()
+os.write(2, b"cpu %f\n" % sum(cpu))
 """
 
 PRINT_AT_ONCE = "import os; os.write(1, b'ready\\n')"
 
 
-def command(wrapped: bool | None, record_dir: str, *child: str) -> list[str]:
-    """`child` directly, through the wrapper, or (None) through the relay alone."""
-    if wrapped is None:
-        return [sys.executable, "-c", RELAY_ALONE]
+def command(wrapped: bool | str, record_dir: str, *child: str) -> list[str]:
+    """`child` directly, through the wrapper, or through the relay alone (`splice`,
+    `read-write`)."""
+    if isinstance(wrapped, str):
+        return [sys.executable, "-c", RELAY_ALONE, wrapped]
     return [WRAPPER, "wrap", "--record-dir", record_dir, "--", *child] if wrapped else list(child)
 
 
@@ -146,11 +157,17 @@ def stream_size(megabytes: int) -> int:
     return megabytes * 1024 * 1024 // len(LINE) * len(LINE)
 
 
-def throughput(wrapped: bool | None, megabytes: int, record_dir: str) -> float:
+def throughput(
+    wrapped: bool | str, megabytes: int, record_dir: str, cpu: list[float] | None = None
+) -> float:
+    """Bytes per second; the relay alone's CPU seconds go to `cpu`."""
     total = stream_size(megabytes)
     chunk = LINE * 64
     proc = subprocess.Popen(
-        command(wrapped, record_dir, "cat"), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        command(wrapped, record_dir, "cat"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if cpu is not None else None,
     )
     assert proc.stdin is not None and proc.stdout is not None
 
@@ -175,6 +192,9 @@ def throughput(wrapped: bool | None, megabytes: int, record_dir: str) -> float:
     feeder.join()
     proc.wait()
     assert got == total, (got, total)
+    if cpu is not None:
+        assert proc.stderr is not None
+        cpu.append(float(proc.stderr.read().split()[-1]))
     return total / elapsed
 
 
@@ -249,9 +269,12 @@ def main() -> int:
 
         direct_relay: list[float] = []
         wrapped_relay: list[float] = []
+        cpu: dict[str, list[float]] = {"splice": [], "read-write": []}
         for _ in range(reps):
             direct_relay.append(throughput(False, megabytes, flood))
-            wrapped_relay.append(throughput(None, megabytes, flood))
+            wrapped_relay.append(throughput("splice", megabytes, flood, cpu["splice"]))
+            throughput("read-write", megabytes, flood, cpu["read-write"])
+        moved = 2 * stream_size(megabytes) / 2**20  # MiB through the relay, both ways
 
         direct_start: list[float] = []
         wrapped_start: list[float] = []
@@ -273,6 +296,7 @@ def main() -> int:
     ratio = p50(wrapped_bps) / p50(direct_bps)
     start_ms = (p50(wrapped_start) - p50(direct_start)) * 1000
     relay_ratio = p50(wrapped_relay) / p50(direct_relay)
+    cpu_ms = {way: p50(secs) * 1000 / moved for way, secs in cpu.items()}
     figures = {
         "round_trip_p50_us": {"direct": p50(direct_rtt) * 1e6, "wrapped": p50(wrapped_rtt) * 1e6},
         "added_latency_per_message_p50_us": added_us,
@@ -291,6 +315,7 @@ def main() -> int:
             "wrapped": p50(wrapped_relay) / 2**20,
         },
         "relay_alone_ratio": relay_ratio,
+        "relay_cpu_ms_per_MiB": cpu_ms,
         "startup_ms": {"direct": p50(direct_start) * 1000, "wrapped": p50(wrapped_start) * 1000},
         "startup_overhead_ms": start_ms,
         "observer_dropped_notes": dropped,
@@ -312,6 +337,10 @@ def main() -> int:
     print(
         f"relay alone: direct {p50(direct_relay) / 2**20:.0f} MiB/s, relayed "
         f"{p50(wrapped_relay) / 2**20:.0f} MiB/s: {relay_ratio:.2f}x"
+    )
+    print(
+        f"relay CPU per MiB (its two threads): splice {cpu_ms['splice']:.3f} ms, "
+        f"read-write {cpu_ms['read-write']:.3f} ms"
     )
     print(
         f"start-up to the first line: direct {p50(direct_start) * 1000:.0f} ms, wrapped "
