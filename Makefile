@@ -23,7 +23,7 @@ bench:
 docs:
 	@py=$$(scripts/bootstrap) && $$py scripts/gen_docs.py
 
-# The client lab: real coding agents (pinned, about 2.7 GB installed once) against injected
+# The client lab: real coding agents (pinned, about 3.3 GB installed once) against injected
 # faults, offline; writes the retry matrix to lab/MATRIX.md (docs/lab.md). Two runs at a
 # time: about 50 minutes from an empty cache, installs included (mcp_layers_lab.FULL_PASS).
 lab:
