@@ -80,6 +80,13 @@ READ_BYTES: Final = 1 << 20
 #: before the pumps wait for it (back-pressure; it sees every byte).
 FEED_BYTES: Final = 1 << 20
 
+#: The wrapper's own pipes of the splice relay (two a direction), and so the most one
+#: splice moves: a few system calls per 256 KiB cost next to nothing, and a pipe's size
+#: counts against the user's pipe budget (`pipe-user-pages-soft`, 64 MiB by default;
+#: past it the user's new pipes are made small), which a client running many wrapped
+#: servers shares.
+SPLICE_BYTES: Final = 256 * 1024
+
 #: A frame's header on the recorder's pipe: what follows (b"c" client->server, b"s"
 #: server->client, b"x" a control message), its offset in that direction, when it was
 #: read, and its length.
@@ -428,11 +435,7 @@ class SplicePump:
         self.held_r, self.held_w = os.pipe()
         self.stage_r, self.stage_w = os.pipe()
         # What one splice takes: what both internal pipes hold (a tee then copies it all).
-        self.chunk = min(widen(self.held_w), widen(self.stage_w))
-        # The client's ends too, when they are pipes (no-op otherwise): larger chunks,
-        # fewer turns per MiB; the bytes are passed on as soon as they come all the same.
-        widen(src)
-        widen(dst)
+        self.chunk = min(widen(self.held_w, SPLICE_BYTES), widen(self.stage_w, SPLICE_BYTES))
         self.dst_splices = True
 
     def run(self, on_end: Callable[[bool], None]) -> None:
