@@ -346,7 +346,7 @@ _ANSWERED_404 = f"""(SELECT CASE WHEN a.kind = {sql(Kind.STREAM)} THEN
 _LATE_REINIT = f"""(SELECT i.id, i.t0 FROM r i
    WHERE i.src = l.src AND i.kind = {sql(Kind.REQUEST)} AND i.method = 'initialize'
      AND i.previousSession = l.session AND i.t0 > l.t0 + {SESSION_LINK_MS}
-   ORDER BY i.t0 LIMIT 1)"""
+   ORDER BY i.t0, i.seq LIMIT 1)"""
 
 
 def _renegotiate_sql() -> str:
@@ -572,27 +572,27 @@ SELECT src, cl AS client,
       || coalesce(end_reason, 'unseen') || ')' END AS evidence
 FROM (
   SELECT *,
-    max(start_t0) OVER k AS later_t0, arg_max(session, start_t0) OVER k AS later,
-    arg_max(first_sent_id, start_t0) OVER k AS later_id,
-    arg_max(first_sent_ts, start_t0) OVER k AS later_ts
+    max(start_t0) OVER k AS later_t0, arg_max(session, (start_t0, session)) OVER k AS later,
+    arg_max(first_sent_id, (start_t0, session)) OVER k AS later_id,
+    arg_max(first_sent_ts, (start_t0, session)) OVER k AS later_ts
   FROM (
-    SELECT src, session, any_value(cl) AS cl, any_value(server) AS server,
-      any_value(ua) AS ua, max(pv) AS pv,
+    SELECT src, session, min(cl) AS cl, min(server) AS server,
+      min(ua) AS ua, max(pv) AS pv,
       bool_or(m) AS m, min(id) AS first_id, min(ts) AS first_ts,
       min(t0) FILTER (WHERE sent) AS start_t0,
-      arg_min(id, t0) FILTER (WHERE sent) AS first_sent_id,
-      arg_min(ts, t0) FILTER (WHERE sent) AS first_sent_ts,
+      arg_min(id, (t0, seq)) FILTER (WHERE sent) AS first_sent_id,
+      arg_min(ts, (t0, seq)) FILTER (WHERE sent) AS first_sent_ts,
       min(id) FILTER (WHERE kind = {sql(Kind.SESSION_END)} AND sent) AS delete_id,
-      arg_min(status, id) FILTER (WHERE kind = {sql(Kind.SESSION_END)} AND sent)
+      arg_min(status, (id, seq)) FILTER (WHERE kind = {sql(Kind.SESSION_END)} AND sent)
         AS delete_status,
       bool_or(kind = {sql(Kind.SESSION_END)} AND endReason = {sql(EndReason.NOT_FOUND)})
         AS lost,
       arg_max(endReason, seq) FILTER (WHERE endReason IS NOT NULL) AS end_reason,
       max(t1) FILTER (WHERE sent) AS last_t1,
-      arg_max(id, t1) FILTER (WHERE sent) AS last_id,
-      arg_max(sse."end", t1) FILTER (WHERE sent) AS last_end,
+      arg_max(id, (t1, seq)) FILTER (WHERE sent) AS last_id,
+      arg_max(sse."end", (t1, seq)) FILTER (WHERE sent) AS last_end,
       coalesce(arg_max(sse."end" = {sql(StreamEnd.ERROR)} AND NOT shutdown
-          AND injected IS NULL, t1) FILTER (WHERE sent), FALSE) AS hung_up
+          AND injected IS NULL, (t1, seq)) FILTER (WHERE sent), FALSE) AS hung_up
     FROM r WHERE issued
     GROUP BY src, session)
   WINDOW k AS (PARTITION BY src, cl, server, ua))
@@ -842,11 +842,12 @@ WHERE m AND kind = {sql(Kind.STREAM)} AND requestHeaders IS NOT NULL AND pv >= '
             Level.MUST,
             "a request id is not reused within a session (a resend of the same request aside)",
             f"""
-SELECT src, any_value(cl) AS client, max(n) = 1 AS ok, min(first_id) AS id, min(first_ts) AS ts,
+SELECT src, min(cl) AS client, max(n) = 1 AS ok, min(first_id) AS id, min(first_ts) AS ts,
   'session ' || session || CASE WHEN max(n) = 1 THEN ': ' || sum(n) || ' ids, all distinct'
-    ELSE ': id ' || arg_max(rid, n) || ' used by ' || arg_max(ids, n) END AS evidence
+    ELSE ': id ' || arg_max(rid, (n, rid)) || ' used by ' || arg_max(ids, (n, rid)) END
+    AS evidence
 FROM (
-  SELECT src, session, any_value(cl) AS cl, CAST(jsonrpc.id AS VARCHAR) AS rid,
+  SELECT src, session, min(cl) AS cl, CAST(jsonrpc.id AS VARCHAR) AS rid,
     count(*) AS n, min(id) AS first_id, min(ts) AS first_ts,
     string_agg('#' || id, ', ' ORDER BY seq) AS ids
   FROM r
@@ -906,7 +907,7 @@ def rule_sql(rule: Rule, filters: Filters) -> str:
     return (
         f"WITH {base(filters, http_only=rule.id not in ANY_TRANSPORT)}\n"
         f"SELECT client, ok, src, id, evidence, {rule.soft} AS soft, ts FROM ({rule.sql})\n"
-        "ORDER BY ts, src, id"
+        "ORDER BY ts, src, id, evidence"
     )
 
 
