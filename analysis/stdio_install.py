@@ -25,6 +25,7 @@ start, so it may take its time (and `json`).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -238,7 +239,7 @@ def _toml_rewrite(
     for first, past, new in sorted(edits, reverse=True):
         lines[first:past] = new
     result = "\n".join(lines)
-    meant = json.loads(json.dumps(data))  # a deep copy
+    meant = copy.deepcopy(data)  # (TOML has dates, which JSON would not copy)
     meant["mcp_servers"][server]["command"] = command
     if args is None:
         meant["mcp_servers"][server].pop("args", None)

@@ -72,6 +72,7 @@ def test_an_unknown_client_without_a_config(tmp_path: Path) -> None:
 CODEX = """\
 # my Codex settings
 model = "o4-mini"   # the default
+updated = 2026-12-02T10:00:00Z  # TOML has dates: the check copes
 
 [mcp_servers.files]
 command = "npx"  # via npm
