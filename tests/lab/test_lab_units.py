@@ -85,6 +85,8 @@ def test_client_entries_point_only_at_loopback(entry: clients.Client, tmp_path: 
         "openai-agents-js": "1.0.0",
         # The Python SDK 1.x's default clientInfo (`mcp` 0.1.0), whatever its version.
         "langchain-mcp": "0.1.0",
+        # Cline's MCP client is its SDK core's, `@cline/core`, whose version is unset.
+        "cline": "0.0.0",
     }
     assert entry.client_info.endswith("@" + fixed.get(entry.name, entry.version))
     # No key of the caller's leaks in: the environment is built, not inherited.
