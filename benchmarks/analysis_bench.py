@@ -142,7 +142,8 @@ class Timing:
     walls: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)  # user + sys of the whole tree
     tree_rss_mb: float = 0.0  # most the process tree held at once, over the runs
-    answer: Any = None
+    answer: Any = None  # the first run's
+    answers: list[Any] = field(default_factory=list)  # every run's
 
     @property
     def median(self) -> float:
@@ -204,8 +205,10 @@ def run_once(c: Contender, t: Timing) -> None:
         t.cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         t.tree_rss_mb = max(t.tree_rss_mb, peak[0] / 1024)
         out.seek(0)
-        if c.parse is not None and t.answer is None:
-            t.answer = c.parse(out.read())
+        if c.parse is not None:
+            t.answers.append(c.parse(out.read()))
+            if t.answer is None:
+                t.answer = t.answers[0]
 
 
 # --------------------------------------------------------------------- the answers
