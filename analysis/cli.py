@@ -185,8 +185,8 @@ def reading_options(fn: Callable[..., Any], *, ci_formats: bool = False) -> Call
         click.option(
             "--no-cache",
             is_flag=True,
-            help="Read the inputs themselves: neither read nor write the records cache "
-            "(mcp-layers cache info).",
+            help="Read the inputs themselves: neither read nor write the caches of answers "
+            "and records (mcp-layers cache info).",
         ),
     ]
 
@@ -697,7 +697,7 @@ def report(reading: Reading, target: str, title: str) -> None:
     help="The zip to write.",
 )
 @click.option("--force", is_flag=True, help="Overwrite FILE.zip if it exists.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the records cache.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the caches.")
 def bundle(
     paths: tuple[str, ...],
     session: str | None,
@@ -1069,13 +1069,15 @@ def addon() -> None:
         raise UsageFailure(f"{exc}; reinstall mcp-layers (pip install mcp-layers)") from None
 
 
-@cli.group(short_help="The records cache: where it is, what it holds; clear it.")
+@cli.group(short_help="The caches of answers and records: where, what they hold; clear them.")
 def cache() -> None:
-    """The records cache: the first read of an input keeps its records, typed, in a
-    DuckDB file under $MCP_LAYERS_CACHE_DIR (else $XDG_CACHE_HOME/mcp-layers/records,
-    else ~/.cache/mcp-layers/records), and later reads of the unchanged input read that
-    instead. Bounded by $MCP_LAYERS_CACHE_MB (default: 2 GB, or a tenth of the free disk
-    if less); the least recently used entries go first. --no-cache on a command skips it.
+    """The caches under $MCP_LAYERS_CACHE_DIR (else $XDG_CACHE_HOME/mcp-layers/records,
+    else ~/.cache/mcp-layers/records): a command's answer, printed again when the same
+    command line is run on unchanged inputs; and each input's records, typed, in a DuckDB
+    file built in the background after the first read, which any later question of the
+    unchanged input reads instead. Bounded by $MCP_LAYERS_CACHE_MB (default: 2 GB, or a
+    tenth of the free disk if less); the least recently used go first. --no-cache on a
+    command skips both.
 
     \b
     Example:
@@ -1086,8 +1088,9 @@ def cache() -> None:
 
 @cache.command(name="info", short_help="Where the cache is, its entries and their size.")
 def cache_info() -> None:
-    """Print the cache's directory, how many entries it holds, their total size, the
-    bound, and when an entry was last used (oldest and newest).
+    """Print the cache's directory, how many entries and answers it holds, how many
+    entries are being built, their total size, the bound, and when one was last used
+    (oldest and newest).
 
     \b
     Example:
@@ -1112,10 +1115,10 @@ def cache_info() -> None:
         click.echo(f"last used   {when(u.oldest_use)} (oldest), {when(u.newest_use)} (newest)")
 
 
-@cache.command(name="clear", short_help="Remove every entry of the cache.")
+@cache.command(name="clear", short_help="Remove every entry and answer of the cache.")
 def cache_clear() -> None:
-    """Remove every entry of the records cache (the next read of each input builds its
-    entry again).
+    """Remove every entry and answer of the cache (the next read of each input builds its
+    entry again); an entry being built is left to its builder.
 
     \b
     Example:
