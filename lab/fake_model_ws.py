@@ -19,7 +19,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Callable
-from typing import Any, BinaryIO, Final
+from typing import Any, Final, Protocol
 
 GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 TEXT: Final = 0x1
@@ -52,14 +52,28 @@ def frame(opcode: int, payload: bytes) -> bytes:
     return head + payload
 
 
-def _exactly(rfile: BinaryIO, n: int) -> bytes:
+class Reader(Protocol):
+    """What the frames are read from: the request handler's `rfile`, a socket's file."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+
+class Writer(Protocol):
+    """What the frames are written to: the request handler's `wfile`, a socket's file."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
+def _exactly(rfile: Reader, n: int) -> bytes:
     data = rfile.read(n)
     if data is None or len(data) < n:
         raise Closed
     return data
 
 
-def read_frame(rfile: BinaryIO) -> tuple[bool, int, bytes]:
+def read_frame(rfile: Reader) -> tuple[bool, int, bytes]:
     """(fin, opcode, unmasked payload) of the next frame."""
     b0, b1 = _exactly(rfile, 2)
     n = b1 & 0x7F
@@ -75,7 +89,7 @@ def read_frame(rfile: BinaryIO) -> tuple[bool, int, bytes]:
     return bool(b0 & 0x80), b0 & 0x0F, payload
 
 
-def read_message(rfile: BinaryIO, wfile: BinaryIO) -> str:
+def read_message(rfile: Reader, wfile: Writer) -> str:
     """The next text message; control frames between its fragments are handled."""
     parts: list[bytes] = []
     while True:
@@ -140,7 +154,7 @@ def prewarm(body: dict[str, Any]) -> list[bytes] | None:
     as the real API gives, and no decision of the script's."""
     if body.get("generate") is not False:
         return None
-    response = {
+    response: dict[str, Any] = {
         "id": f"resp_warm{len(json.dumps(body)) % 997}",
         "object": "response",
         "status": "completed",
@@ -156,8 +170,8 @@ def prewarm(body: dict[str, Any]) -> list[bytes] | None:
 
 
 def serve(
-    rfile: BinaryIO,
-    wfile: BinaryIO,
+    rfile: Reader,
+    wfile: Writer,
     answer: Callable[[dict[str, Any]], list[bytes] | None],
 ) -> None:
     """Answer `response.create` messages until the client closes: `answer` gives the SSE
