@@ -113,7 +113,7 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
   GROUP BY g.src, g.a, g.b
 ), last_turn AS (
   SELECT g.src, g.a, g.b,
-    arg_max(struct_pack(id := t.id, calls := len(t.modelTurn.toolCalls),
+    arg_max(struct_pack(id := t.id, calls := array_length(t.modelTurn.toolCalls),
       stop := t.modelTurn.stopReason, complete := t.modelTurn.complete), t.t1) AS turn
   FROM gaps g JOIN r t ON t.src = g.src AND t.kind = {sql(Kind.MODEL_TURN)} AND t.t1 <= g.a
   GROUP BY g.src, g.a, g.b

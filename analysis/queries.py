@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 from mcp_layers_core.record import NOT_FAILED, SUCCESSFUL, EndReason, Kind, NoteCode, Outcome
 
@@ -115,12 +115,33 @@ def translate(sql: str, dialect: str) -> str:
     log.addHandler(caught)
     propagate, log.propagate = log.propagate, False
     try:
-        text = ";\n".join(sqlglot.transpile(sql, read="duckdb", write=dialect, pretty=True))
+        trees = [_epoch_ms_of_timestamps(t) for t in sqlglot.parse(sql, read="duckdb") if t]
+        text = ";\n".join(t.sql(dialect=dialect, pretty=True) for t in trees)
     finally:
         log.removeHandler(caught)
         log.propagate = propagate
     notes = "".join(f"-- sqlglot: {m}\n" for m in dict.fromkeys(caught.messages))
     return notes + text
+
+
+def _epoch_ms_of_timestamps(tree: Any) -> Any:
+    """DuckDB's `epoch_ms` is two functions: of a timestamp, its milliseconds since the
+    epoch; of a number, the timestamp. sqlglot reads every `epoch_ms` as the second, so
+    `epoch_ms(TRY_CAST(ts AS TIMESTAMP))` (how the queries measure time) became Spark's
+    `timestamp_millis(timestamp)`, a type error. Of a cast to a timestamp it is the first:
+    milliseconds, as `unix_millis` says it in Spark, Databricks and BigQuery."""
+    from sqlglot import exp
+
+    def fix(node: Any) -> Any:
+        if (
+            isinstance(node, exp.UnixToTime)
+            and isinstance(node.this, exp.Cast)  # TryCast is a Cast
+            and node.this.to.is_type(*exp.DataType.TEMPORAL_TYPES)
+        ):
+            return exp.Anonymous(this="unix_millis", expressions=[node.this])
+        return node
+
+    return tree.transform(fix)
 
 
 class _Caught(logging.Handler):

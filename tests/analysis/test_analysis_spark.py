@@ -68,3 +68,24 @@ def test_the_cli_option(spark: SparkEngine) -> None:
     got = invoke("summary", SYNTHETIC, "--engine", "spark", "--format", "json")
     assert got.exit_code == 0, got.stderr
     assert got.stdout == invoke("summary", SYNTHETIC, "--format", "json").stdout
+
+
+MODEL_HANG = Path(__file__).parents[1] / "fixtures" / "lab_ws" / "codex-ws_model_hang.jsonl"
+
+
+def test_hangs_on_spark(spark: SparkEngine) -> None:
+    # hangs measures time with DuckDB's epoch_ms of a timestamp, which the translation to
+    # Spark must read as milliseconds (unix_millis), not as a number to make a timestamp of.
+    args = ("hangs", MODEL_HANG, "--format", "json")
+    got = invoke(*args, "--engine", "spark")
+    assert got.exit_code == 0, got.stderr
+    assert got.stdout == invoke(*args).stdout
+    assert '"waited_on":"model"' in got.stdout
+
+
+def test_report_on_spark(spark: SparkEngine, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    got = invoke("report", MODEL_HANG, SYNTHETIC, "--engine", "spark", "-o", out)
+    assert got.exit_code == 0, got.stderr
+    page = out.read_text()
+    assert "codex" in page and "tools/call" in page
