@@ -69,6 +69,8 @@ def test_crash_is_a_drop_upstream_rule_that_kills() -> None:
     assert not f.client_line(line(1)).crash
     v = f.client_line(line(2))
     assert v.forward and v.crash and v.injected == {"rule": "crash", "action": "crash"}
+    # An answer that comes before the kill lands never reaches the client.
+    assert f.server_line(b'{"jsonrpc":"2.0","id":2,"result":{}}') == ("drop", 0)
     assert crash_rule("crash name=boom")[1] == "boom"  # type: ignore[index]
 
 
