@@ -126,11 +126,15 @@ def key(path: str, *, engine: str) -> str:
     return h.hexdigest()
 
 
-def say_off(warn: Warn, where: Path | str, why: str) -> None:
-    """The one warning that the cache is off for this run."""
+def say_off(warn: Warn, where: Path | str, why: str, *, answer: bool = False) -> None:
+    """The one warning that the cache is off for this run (`answer`: found only when
+    keeping the answer, the inputs or their entries read already)."""
     global _said_off
     if not _said_off:
-        warn(f"mcp-layers: records cache off for this run ({where}: {why}); reading the inputs")
+        if answer:
+            warn(f"mcp-layers: answer cache off for this run ({where}: {why}); answer not kept")
+        else:
+            warn(f"mcp-layers: records cache off for this run ({where}: {why}); reading the inputs")
     _said_off = True
 
 
@@ -404,7 +408,7 @@ def keep_answer(path: str, data: bytes) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             partial.unlink()
-        say_off(lambda m: print(m, file=sys.stderr), where, exc.strerror or str(exc))
+        say_off(lambda m: print(m, file=sys.stderr), where, exc.strerror or str(exc), answer=True)
         return
     evict(where, limit_bytes(where), keep=Path(path))
 

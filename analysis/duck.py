@@ -38,7 +38,7 @@ except ImportError:  # a DuckDB older than the split into `_duckdb` and `duckdb`
 
 import contextlib
 
-from .cache import Cache
+from .cache import SUFFIX, Cache
 from .errors import AnalysisError, NewerRecordVersion
 from .inputs import Source
 from .load import Input, Report, Warn, cleaned, on_disk
@@ -139,6 +139,7 @@ class DuckEngine:
         self.warn: Warn = lambda _: None
         # True while the view reads inputs not yet known to be clean.
         self.unchecked = False
+        self.shared = False  # `records` a table (load's `shared`), else a view
         self.object_bytes = OBJECT_BYTES
         # The records cache (analysis/cache.py): used for inputs on disk when `cache`.
         self.use_cache = cache
@@ -180,6 +181,7 @@ class DuckEngine:
         self.cols = read_columns(None if columns is None else ("v", "id", *columns))
         if self.use_cache:
             self.inputs = self._from_cache(self.inputs, sources)
+        self.shared = shared
         if shared:
             self._attempt(self._materialise, lambda: None, "cannot read the records")
             self.report.records = self._count()
@@ -207,13 +209,22 @@ class DuckEngine:
         read that stops at `limit` lines reads no more. Only after `load(shared=True)`
         (its inputs known clean). Returns how many records the table holds."""
         cols = read_columns(("v", "id", *columns))
-        scan = f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, cols, self.object_bytes)})"
-        if limit is not None:
-            scan += f" LIMIT {int(limit)}"
-        self.con.execute(
-            f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT *, CAST(1 AS BIGINT) AS v, "
-            f"row_number() OVER () - 1 AS {SEQUENCE} FROM ({scan})"
-        )
+
+        def create() -> None:
+            scan = f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, cols, self.object_bytes)})"
+            if limit is not None:
+                scan += f" LIMIT {int(limit)}"
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT *, CAST(1 AS BIGINT) AS v, "
+                f"row_number() OVER () - 1 AS {SEQUENCE} FROM ({scan})"
+            )
+
+        try:
+            create()
+        except QUERY_FAILED as exc:
+            if not self._drop_damaged():  # a column load() did not read: a damaged block
+                raise AnalysisError(f"cannot read the records: {exc}") from None
+            create()  # the damaged ones read from their inputs
         row = self.con.execute(f"SELECT count(*) FROM {name}").fetchone()
         return 0 if row is None else int(row[0])
 
@@ -245,7 +256,12 @@ class DuckEngine:
         except READ_ERRORS:
             pass
         except QUERY_FAILED as exc:
-            raise AnalysisError(f"{what}: {exc}") from None
+            # DuckDB says a block of an entry fails its checksum only when a query reads
+            # it (a plain duckdb.Error): the damaged entries are read no more, the run again.
+            if not self._drop_damaged():
+                raise AnalysisError(f"{what}: {exc}") from None
+            rebuild()
+            return self._attempt_once(run, rebuild, what)
         self.object_bytes = LARGE_OBJECT_BYTES  # the failure may have been a long line
         self.inputs = self._cleaned(self.inputs)
         rebuild()
@@ -263,11 +279,8 @@ class DuckEngine:
         for inp in inputs:
             check = len(inputs) > 1  # else it is the one that failed
             if inp.table is not None:
-                if self._clean_alone(inp):
-                    out.append(inp)
-                    continue
-                inp = self._forget(inp)
-                check = True
+                out.append(inp if self._clean_alone(inp) else self._forget(inp))
+                continue
             clean = check and self._clean_alone(inp)
             out.append(inp if clean else cleaned(inp, self.spool, self.warn, self.report))
         return out
@@ -290,7 +303,13 @@ class DuckEngine:
             try:
                 return fetch()
             except QUERY_FAILED as exc:
-                raise AnalysisError(f"query failed: {exc}") from None
+                if not self._drop_damaged():  # a later query that read a damaged block
+                    raise AnalysisError(f"query failed: {exc}") from None
+            if self.shared:
+                self._attempt(self._materialise, lambda: None, "cannot read the records")
+                return self._run(fetch)
+            self._view()
+            self.unchecked = True
         result = self._attempt(fetch, self._view, "query failed")
         self.unchecked = False
         return result
@@ -400,14 +419,34 @@ class DuckEngine:
             self.con.execute(f"DETACH {name}")
 
     def _forget(self, inp: Input) -> Input:
-        """A damaged entry removed (the next command builds it again); the input, to be
-        read as it is."""
+        """A damaged entry removed (built again once the command is done); the input,
+        read instead: as it is when it reads clean, else its good lines. Its report is the
+        entry's, given already (the same bytes: the same bad lines), so not said twice."""
         assert inp.table is not None
         self._detach(inp.table.split(".")[0])
         path = self.entries.pop(inp.index, None)
         if path is not None and self.cache is not None:
             self.cache.discard(path)
-        return Input(inp.index, inp.name, inp.path, inp.gzip)
+            self.wanted.append((inp.path, path.name.removesuffix(SUFFIX)))
+        plain = Input(inp.index, inp.name, inp.path, inp.gzip)
+        if self._clean_alone(plain):
+            return plain
+        self.object_bytes = LARGE_OBJECT_BYTES  # the failure may have been a long line
+        return cleaned(plain, self.spool, lambda _: None, Report())
+
+    def _drop_damaged(self) -> bool:
+        """After a query failed: the inputs read from entries that do not read clean (a
+        block failing DuckDB's checksum) read from the input instead, their entries
+        removed and built again; whether there was one."""
+        dropped = False
+        out = []
+        for inp in self.inputs:
+            if inp.table is not None and not self._clean_alone(inp):
+                inp = self._forget(inp)
+                dropped = True
+            out.append(inp)
+        self.inputs = out
+        return dropped
 
     def build(self, inp: Input, cols: dict[str, str], target: Path) -> None:
         """A cache entry of `inp` at `target` (cache_build, in the background): its records

@@ -171,6 +171,47 @@ def test_a_damaged_entry_is_rebuilt_never_read(
     assert again.stat().st_size > size // 2
 
 
+def _damage_data_blocks(entry: Path) -> None:
+    """A byte changed in every 8 KiB past the first 256 KiB: the entry opens (its header and
+    `meta` intact) and a block fails DuckDB's checksum only when a query reads it."""
+    data = bytearray(entry.read_bytes())
+    for i in range(256 * 1024 + 100, len(data), 8192):
+        data[i] ^= 0x5A
+    entry.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["summary", "--format", "json"],  # one query over a view of the entry
+        ["sessions", "--format", "csv"],  # a table read from it, then several queries
+        ["verdicts", "--format", "json"],  # a table, then a column load() did not read
+        ["query", "SELECT count(*), sum(hash(_seq, id, session, tool)) FROM records"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_an_entry_damaged_past_its_header_is_read_from_the_input_and_rebuilt(
+    command: list[str], records_cache: Path
+) -> None:
+    """Damage that only a query finds (a block's checksum): the input is read instead, the
+    same answer and the same report (bad lines said once), and the entry built again."""
+    args = [*command, SYNTHETIC, TRUNCATED, "--lenient"]
+    want = outcome(invoke(*args, "--no-cache"))
+    assert outcome(invoke(*args)) == want
+    settle()
+    found = entries(records_cache)
+    assert len(found) == 2
+    for entry in found:
+        _damage_data_blocks(entry)
+    damaged = {p.name: p.read_bytes() for p in found}
+    assert outcome(invoke(*args)) == want
+    settle()
+    rebuilt = entries(records_cache)
+    assert [p.name for p in rebuilt] == sorted(damaged)
+    assert all(p.read_bytes() != damaged[p.name] for p in rebuilt if p.stat().st_size > 262144)
+    assert outcome(invoke(*args)) == want
+
+
 def test_a_cache_directory_that_cannot_be_written_means_no_cache_and_one_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
