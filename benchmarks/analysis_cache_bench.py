@@ -3,6 +3,8 @@ asked the same question directly over the JSONL, and jq, in one run.
 
     .venv/bin/python benchmarks/analysis_cache_bench.py                  # 1M records, 3 rounds
     .venv/bin/python benchmarks/analysis_cache_bench.py --records 4000000 --repeat 1
+    .venv/bin/python benchmarks/analysis_cache_bench.py --commands query retries compare \
+        hangs show report export --repeat 1 --skip-jq                    # the other commands
 
 The recording is `analysis_bench.py`'s (synthetic, seeded, cached under benchmarks/out/).
 The cache directory is a fresh one under benchmarks/out/ (`MCP_LAYERS_CACHE_DIR`), emptied
@@ -21,22 +23,29 @@ each a separate process timed from start to exit (Python's start-up and imports 
   not asked before costs once the entry is built (read from the entry's columns).
 
 DuckDB direct is a plain `python -c` script (`import duckdb`, a view over `read_json` told
-the record's columns, the command's own SQL as `mcp-layers sql` prints it; `verdicts` has
-no single query, so its row is against DuckDB answering `summary`'s). jq answers
-`analysis_bench.py`'s question once.
+the record's columns, the command's own SQL as `mcp-layers sql` prints it, or for `query`
+the query itself (`analysis_bench.py`'s question); the commands with no single query,
+`verdicts`, `retries`, `compare`, `hangs`, `report`, `export`, are against DuckDB
+answering `summary`'s, and `show` against DuckDB's `show` SQL). jq answers
+`analysis_bench.py`'s question once. `report` and `export` are not in the answer cache
+(they write files): their warm runs read the entry. `report`'s page is compared without
+its time of writing; `export`'s Parquet by its row count and a hash of its rows.
 
 Ratios are DuckDB direct's time over ours, per round, then the median (≥ 1: ours is
 faster). Targets (printed, not asserted): cold ≥ 0.95, a repeated question ≥ 10. Every
 command's output must be the same bytes in all four ways (checked: the run stops
 otherwise; `verdicts` included, evidence and all). Peak RSS is the most the process tree
-held at once (the builder, detached, is not in it: it runs within DuckDB's memory limit).
+held at once; the builder, detached, is not in it: its own peak is on its row (sampled
+from /proc every 50 ms).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -48,17 +57,23 @@ from analysis_bench import (
     DUCKDB_SUMMARY_SQL,
     JQ_QUESTION,
     OUT,
+    QUERY_QUESTION,
     Contender,
     Timing,
     recording,
     run_once,
     script,
+    tree_rss_kb,
 )
 from mcp_layers_analysis import cache
 from mcp_layers_analysis.queries import figure_queries
 from mcp_layers_analysis.table import read_columns
 
 COMMANDS = ("summary", "sessions", "verdicts")
+OTHERS = ("query", "retries", "compare", "hangs", "show", "report", "export")
+#: Exit statuses that are answers: `hangs` exits 1 when there is no stall, `verdicts` 3
+#: when a client FAILs a MUST.
+ANSWER_STATUSES = {"verdicts": 3, "hangs": 1}
 # The question's SQL over a view of the JSONL told the record's columns, with the reader's
 # two columns (`_src`, `_seq`: the input, and the line's place in it) that `sessions` reads.
 DUCKDB_DIRECT = DUCKDB_SUMMARY_SQL.replace(
@@ -80,12 +95,75 @@ def digest(stdout: bytes) -> str:
     return hashlib.sha256(stdout).hexdigest()
 
 
-def wait_for_build(where: os.PathLike[str] | str) -> float:
-    """Seconds until no entry is being built (the cold command's builder)."""
+def page_digest(page: Path, stdout: bytes) -> str:
+    """`report`'s page, without the minute it was written at."""
+    text = re.sub(rb"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", b"", page.read_bytes())
+    return digest(text)
+
+
+def parquet_digest(where: Path, stdout: bytes) -> str:
+    """`export --parquet`'s rows: their count and a hash of them (any order)."""
+    import _duckdb
+
+    glob = str(where / "**" / "*.parquet").replace("'", "''")
+    row = (
+        _duckdb.connect()
+        .execute(
+            f"SELECT count(*), sum(hash(_src, _seq, id, session, ts, outcome, durationMs)) "
+            f"FROM read_parquet('{glob}')"
+        )
+        .fetchall()
+    )
+    return repr(row)
+
+
+def busiest_session(path: Path) -> str:
+    """The session with the most records (`show`'s question), asked without the caches."""
+    import _duckdb
+
+    columns = read_columns(("session",))
+    struct = "{" + ", ".join(f"'{c}': '{t}'" for c, t in columns.items()) + "}"
+    row = (
+        _duckdb.connect()
+        .execute(
+            f"SELECT session FROM read_json(?, format='newline_delimited', columns={struct}) "
+            f"WHERE session IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1",
+            [str(path)],
+        )
+        .fetchone()
+    )
+    assert row is not None
+    return str(row[0])
+
+
+def builder_rss_kb(where: Path) -> int:
+    """Resident memory of the builders of entries in `where` (found in /proc)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"mcp_layers_analysis.cache_build" in argv and os.fsencode(where) in argv:
+            total += tree_rss_kb(int(pid))
+    return total
+
+
+def wait_for_build(where: os.PathLike[str] | str) -> tuple[float, float]:
+    """Seconds until no entry is being built (the cold command's builder), and the most
+    the builders held meanwhile (MB, sampled)."""
     start = time.perf_counter()
-    if not cache.wait_for_builds(BUILD_TIMEOUT, Path(where)):
-        raise SystemExit(f"the entry was not built within {BUILD_TIMEOUT} s")
-    return time.perf_counter() - start
+    deadline = start + BUILD_TIMEOUT
+    peak = 0
+    while cache.building(Path(where)):
+        peak = max(peak, builder_rss_kb(Path(where)))
+        if time.perf_counter() >= deadline:
+            raise SystemExit(f"the entry was not built within {BUILD_TIMEOUT} s")
+        time.sleep(0.05)
+    return time.perf_counter() - start, peak / 1024
 
 
 def drop_answers(where: Path) -> None:
@@ -93,9 +171,16 @@ def drop_answers(where: Path) -> None:
         p.unlink()
 
 
-def bench(n: int, seed: int, repeat: int, jq: bool, commands: tuple[str, ...] = COMMANDS) -> None:
-    path = recording(n, seed)
-    cache_dir = OUT / "bench-cache"
+def bench(
+    n: int,
+    seed: int,
+    repeat: int,
+    jq: bool,
+    commands: tuple[str, ...] = COMMANDS,
+    given: Path | None = None,
+) -> None:
+    path = recording(n, seed) if given is None else given
+    cache_dir = OUT / f"bench-cache-{n}"  # its own: runs of other sizes may be under way
     os.environ["MCP_LAYERS_CACHE_DIR"] = str(cache_dir)
     os.environ.pop("MCP_LAYERS_CACHE_MB", None)
     size_mb = path.stat().st_size / 1e6
@@ -107,6 +192,7 @@ def bench(n: int, seed: int, repeat: int, jq: bool, commands: tuple[str, ...] = 
     py = sys.executable
     columns = "{" + ", ".join(f"{c}: '{t}'" for c, t in read_columns().items()) + "}"
     sql = {name: qs[0][1] for name, qs in figure_queries().items()}
+    session = busiest_session(path) if "show" in commands else "SESSION-ID"
     direct = {
         "summary": Contender(
             "duckdb direct (summary's SQL)",
@@ -116,19 +202,54 @@ def bench(n: int, seed: int, repeat: int, jq: bool, commands: tuple[str, ...] = 
             "duckdb direct (sessions' SQL)",
             [py, "-c", DUCKDB_DIRECT, str(path), columns, sql["sessions"]],
         ),
+        "query": Contender(
+            "duckdb direct (query's SQL)",
+            [py, "-c", DUCKDB_DIRECT, str(path), columns, QUERY_QUESTION],
+        ),
+        "show": Contender(
+            "duckdb direct (show's SQL)",
+            [
+                py,
+                "-c",
+                DUCKDB_DIRECT,
+                str(path),
+                columns,
+                sql["show"].replace("SESSION-ID", session),
+            ],
+        ),
     }
-    direct_of = {"summary": "summary", "sessions": "sessions", "verdicts": "summary"}
+    direct_of = {c: c if c in direct else "summary" for c in (*COMMANDS, *OTHERS)}
+    spool = Path(tempfile.mkdtemp(prefix="cache-bench-"))
 
     def ours(command: str, how: str) -> Contender:
-        argv = [script(), command, str(path), "--format", "json"]
+        argv = [script(), command]
+        parse = digest
+        if command == "query":
+            argv += [QUERY_QUESTION, str(path), "--format", "json"]
+        elif command == "show":
+            argv += [session, str(path), "--format", "json"]
+        elif command == "report":
+            page = spool / "report.html"
+            argv += [str(path), "-o", str(page)]
+            parse = functools.partial(page_digest, page)
+        elif command == "export":
+            pq = spool / "parquet"
+            argv += [str(path), "--parquet", str(pq)]
+            # Emptied first (a few files: inside the timed run), else the Parquet files
+            # left by the run before would be read with the new ones.
+            argv = ["sh", "-c", 'rm -rf "$0" && exec "$@"', str(pq), *argv]
+            parse = functools.partial(parquet_digest, pq)
+        else:
+            argv += [str(path), "--format", "json"]
         if how == "no-cache":
             argv.append("--no-cache")
-        if command == "verdicts":  # exit 3 (a client FAILed a MUST) is an answer
-            argv = ["sh", "-c", '"$@"; s=$?; [ $s -eq 3 ] && exit 0; exit $s', "sh", *argv]
-        return Contender(f"mcp-layers {command} {how}", argv, parse=digest)
+        if command in ANSWER_STATUSES:  # an exit status that is an answer
+            ok = ANSWER_STATUSES[command]
+            argv = ["sh", "-c", f'"$@"; s=$?; [ $s -eq {ok} ] && exit 0; exit $s', "sh", *argv]
+        return Contender(f"mcp-layers {command} {how}", argv, parse=parse)
 
     runs: dict[str, Timing] = {}
-    builds: dict[str, list[float]] = {command: [] for command in commands}
+    builds: dict[str, list[tuple[float, float]]] = {command: [] for command in commands}
     order: list[Contender] = []
     for command in commands:
         if direct[direct_of[command]] not in order:
@@ -187,11 +308,14 @@ def bench(n: int, seed: int, repeat: int, jq: bool, commands: tuple[str, ...] = 
             f"{' '.join(f'{w:.1f}' for w in walls):6} | {statistics.median(t.cpus):5.2f} | "
             f"{t.tree_rss_mb:5.0f} MB | {ratio:>16} | {target} |"
         )
-    for command, times in builds.items():
+    for command, built in builds.items():
         label = f"entry build after {command} cold"
+        times = [t for t, _ in built]
+        peak = max(m for _, m in built)
         print(
             f"| {label:36} | {statistics.median(times):8.2f} | "
-            f"{' '.join(f'{w:.1f}' for w in times):6} | (background, not the user's wait) |"
+            f"{' '.join(f'{w:.1f}' for w in times):6} |       | {peak:5.0f} MB | "
+            f"(background, niced) |  |"
         )
     if jq_time is not None:
         print(
@@ -199,6 +323,7 @@ def bench(n: int, seed: int, repeat: int, jq: bool, commands: tuple[str, ...] = 
             f"{jq_time.walls[0]:.1f}    | {statistics.median(jq_time.cpus):5.2f} | "
             f"{jq_time.tree_rss_mb:5.0f} MB |                  |        |"
         )
+    shutil.rmtree(spool, ignore_errors=True)
     if differ:
         raise SystemExit(f"the answers differ cold / warm / uncached: {', '.join(differ)}")
     print(f"\nanswers: the same bytes in all four ways, every round ({', '.join(commands)})")
@@ -211,12 +336,25 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-jq", action="store_true")
     parser.add_argument(
-        "--commands", nargs="+", choices=COMMANDS, default=list(COMMANDS), help="a part of them"
+        "--recording",
+        type=Path,
+        help="this JSONL instead of a generated one (e.g. four copies of the 1M one: "
+        "generating 4M records takes about an hour on a loaded 2-core machine)",
+    )
+    parser.add_argument(
+        "--commands",
+        nargs="+",
+        choices=(*COMMANDS, *OTHERS),
+        default=list(COMMANDS),
+        help="which commands (default: summary sessions verdicts)",
     )
     args = parser.parse_args()
+    if args.recording is not None:  # a recording at hand: its records are counted
+        with args.recording.open("rb") as f:
+            args.records = [sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 24), b""))]
     for n in args.records:
-        bench(n, args.seed, args.repeat, not args.skip_jq, tuple(args.commands))
-    shutil.rmtree(OUT / "bench-cache", ignore_errors=True)
+        bench(n, args.seed, args.repeat, not args.skip_jq, tuple(args.commands), args.recording)
+        shutil.rmtree(OUT / f"bench-cache-{n}", ignore_errors=True)
 
 
 if __name__ == "__main__":
