@@ -23,6 +23,9 @@ child`), interleaved so that load from other work on the machine falls on both a
   recorder's pipe read and thrown away: what moving the bytes costs, without the recorder.
   And the CPU time the relay's two threads take per MiB, with splice and with its
   read/write fallback: a figure the machine's load moves far less than a rate.
+- a real server's pace: `tools/call`s written all at once (pipelined) to the bundled
+  server on the official Python SDK (`python -m mcp_layers_demo.server --stdio`), calls
+  answered a second, wrapped / direct; every call checked in the recording.
 - start-up: from spawning the command to the child's first line on stdout, for a child
   that prints at once; median of the differences.
 
@@ -198,6 +201,46 @@ def throughput(
     return total / elapsed
 
 
+INITIALIZE = (
+    b'{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":'
+    b'"2025-06-18","capabilities":{},"clientInfo":{"name":"stdio-bench","version":"1"}}}\n'
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+)
+
+
+def sdk_throughput(wrapped: bool, calls: int, record_dir: str) -> float:
+    """`tools/call`s answered a second by the bundled server on the official Python SDK
+    (`python -m mcp_layers_demo.server --stdio`), the calls written all at once
+    (pipelined) after the handshake; timed from the first call to the last answer."""
+    proc = subprocess.Popen(
+        command(wrapped, record_dir, sys.executable, "-m", "mcp_layers_demo.server", "--stdio"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(INITIALIZE)
+    proc.stdin.flush()
+    assert b'"id":"init"' in proc.stdout.readline()
+    batch = b"".join(CALL.replace(b"ID", str(i).encode()) for i in range(calls))
+
+    def feed() -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(batch)
+        proc.stdin.flush()
+
+    t0 = time.perf_counter()
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    for _ in range(calls):
+        assert b'"result"' in proc.stdout.readline()
+    elapsed = time.perf_counter() - t0
+    feeder.join()
+    proc.stdin.close()
+    proc.wait()
+    return calls / elapsed
+
+
 def startup(wrapped: bool, record_dir: str) -> float:
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -226,6 +269,7 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args()
     calls, megabytes, starts, reps = (500, 64, 10, 2) if args.quick else (3000, 256, 30, 3)
+    sdk_calls = calls // 2
 
     with tempfile.TemporaryDirectory() as tmp:
         rec = os.path.join(tmp, "rec")
@@ -276,6 +320,21 @@ def main() -> int:
             throughput("read-write", megabytes, flood, cpu["read-write"])
         moved = 2 * stream_size(megabytes) / 2**20  # MiB through the relay, both ways
 
+        direct_sdk: list[float] = []
+        wrapped_sdk: list[float] = []
+        sdk = os.path.join(tmp, "sdk")
+        for _ in range(reps):
+            direct_sdk.append(sdk_throughput(False, sdk_calls, sdk))
+            wrapped_sdk.append(sdk_throughput(True, sdk_calls, sdk))
+        assert (
+            sum(
+                r["outcome"] == "TOOL_SUCCESS"
+                for r in records_in(sdk)
+                if r["method"] == "tools/call"
+            )
+            == reps * sdk_calls
+        )
+
         direct_start: list[float] = []
         wrapped_start: list[float] = []
         for _ in range(starts):
@@ -296,6 +355,7 @@ def main() -> int:
     ratio = p50(wrapped_bps) / p50(direct_bps)
     start_ms = (p50(wrapped_start) - p50(direct_start)) * 1000
     relay_ratio = p50(wrapped_relay) / p50(direct_relay)
+    sdk_ratio = p50(wrapped_sdk) / p50(direct_sdk)
     cpu_ms = {way: p50(secs) * 1000 / moved for way, secs in cpu.items()}
     figures = {
         "round_trip_p50_us": {"direct": p50(direct_rtt) * 1e6, "wrapped": p50(wrapped_rtt) * 1e6},
@@ -316,6 +376,8 @@ def main() -> int:
         },
         "relay_alone_ratio": relay_ratio,
         "relay_cpu_ms_per_MiB": cpu_ms,
+        "sdk_server_calls_per_s": {"direct": p50(direct_sdk), "wrapped": p50(wrapped_sdk)},
+        "sdk_server_throughput_ratio": sdk_ratio,
         "startup_ms": {"direct": p50(direct_start) * 1000, "wrapped": p50(wrapped_start) * 1000},
         "startup_overhead_ms": start_ms,
         "observer_dropped_notes": dropped,
@@ -341,6 +403,10 @@ def main() -> int:
     print(
         f"relay CPU per MiB (its two threads): splice {cpu_ms['splice']:.3f} ms, "
         f"read-write {cpu_ms['read-write']:.3f} ms"
+    )
+    print(
+        f"pipelined tools/call to the Python SDK server: direct {p50(direct_sdk):.0f}/s, "
+        f"wrapped {p50(wrapped_sdk):.0f}/s: {sdk_ratio:.2f}x (every call recorded)"
     )
     print(
         f"start-up to the first line: direct {p50(direct_start) * 1000:.0f} ms, wrapped "
