@@ -127,9 +127,18 @@ class AgentRun:
         self.feed(StreamChunk(flow, _T0 + at + 0.1, raw))
         self.feed(StreamEnded(flow, _T0 + (until or at + 0.2)))
 
-    def call(self, at: float, *, answer_at: float | None, method: str = "tools/call") -> None:
+    def call(
+        self,
+        at: float,
+        *,
+        answer_at: float | None,
+        method: str = "tools/call",
+        status: int = 200,
+        is_error: bool = False,
+    ) -> None:
         """An MCP request on the session (a `tools/call` of echo with the arguments the
-        fake model asks for); `answer_at` None: never answered."""
+        fake model asks for); `answer_at` None: never answered; `status` other than 200:
+        answered with that status and no JSON; `is_error`: a tool error."""
         from mcp_layers_core.events import PostReceived, ResponseBody, ResponseStarted
 
         flow = self._flow("c")
@@ -142,10 +151,33 @@ class AgentRun:
         self.feed(PostReceived(flow, _T0 + at, _MCP, _PEER, headers, body, len(body), None, "/mcp"))
         if answer_at is None:
             return
-        result = {"content": [{"type": "text", "text": "hello"}]}
+        result = {"content": [{"type": "text", "text": "hello"}], "isError": is_error}
         answer = json.dumps({"jsonrpc": "2.0", "id": self.rpc, "result": result}).encode()
-        self.feed(ResponseStarted(flow, _T0 + answer_at, 200, _JSON_H))
+        if status != 200:
+            answer = b"busy"
+        self.feed(ResponseStarted(flow, _T0 + answer_at, status, _JSON_H))
         self.feed(ResponseBody(flow, _T0 + answer_at, answer, len(answer)))
+
+    def streamed_call(self, at: float, events_at: list[float]) -> None:
+        """A tools/call answered on an SSE stream that carries progress and no answer."""
+        from mcp_layers_core.events import PostReceived, ResponseStarted, StreamChunk
+
+        flow = self._flow("c")
+        self.rpc += 1
+        params = {"name": "echo", "arguments": {"text": "hello"}, "_meta": {"progressToken": 7}}
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": self.rpc, "method": "tools/call", "params": params}
+        ).encode()
+        headers = {"mcp-session-id": self.session, "user-agent": f"{self.client}/1.0"}
+        self.feed(PostReceived(flow, _T0 + at, _MCP, _PEER, headers, body, len(body), None, "/mcp"))
+        self.feed(ResponseStarted(flow, _T0 + at + 0.05, 200, _SSE_H, False))
+        for i, t in enumerate(events_at):
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": 7, "progress": i + 1},
+            }
+            self.feed(StreamChunk(flow, _T0 + t, f"data: {json.dumps(note)}\n\n".encode()))
 
     def write(self, path: Path, stop_at: float) -> Path:
         """The recording, as the proxy leaves it when it stops at `stop_at`."""

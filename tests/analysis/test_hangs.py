@@ -13,102 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
 from analysis_helpers import invoke
-from mcp_layers_core.events import (
-    Event,
-    PostReceived,
-    ProxyStopping,
-    ResponseBody,
-    ResponseStarted,
-    StreamChunk,
-    StreamEnded,
-)
-from mcp_layers_core.tracker import Tracker
-
-MODEL_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "model"
-T0 = 1_796_000_000.0
-PEER = "127.0.0.1:5000"
-MCP = "127.0.0.1:9000"
-MODEL = "127.0.0.1:9001"
-JSON_H = {"content-type": "application/json"}
-SSE_H = {"content-type": "text/event-stream"}
-
-
-class Run:
-    def __init__(self) -> None:
-        self.t = Tracker()
-        self.records: list[dict[str, Any]] = []
-        self.n = 0
-
-    def feed(self, event: Event) -> None:
-        self.records += [e.record for e in self.t.handle(event)]
-
-    def model(
-        self, at: float, name: str, *, until: float | None = None, hang: bool = False
-    ) -> None:
-        req = json.loads((MODEL_FIXTURES / f"{name}.request.json").read_text())
-        raw = (MODEL_FIXTURES / f"{name}.response.sse").read_bytes()
-        self.n += 1
-        flow = f"m{self.n}"
-        body = json.dumps(req["body"]).encode()
-        self.feed(PostReceived(flow, T0 + at, MODEL, PEER, {}, body, len(body), None, req["path"]))
-        self.feed(ResponseStarted(flow, T0 + at + 0.05, 200, SSE_H, False))
-        if hang:
-            return  # headers, then nothing: the model never answers
-        self.feed(StreamChunk(flow, T0 + at + 0.1, raw))
-        self.feed(StreamEnded(flow, T0 + (until or at + 0.2)))
-
-    def call(
-        self,
-        at: float,
-        rpc_id: int,
-        *,
-        answer_at: float | None,
-        method: str = "tools/call",
-        status: int = 200,
-        is_error: bool = False,
-    ) -> None:
-        self.n += 1
-        flow = f"c{self.n}"
-        params = {"name": "echo", "arguments": {"text": "hello"}} if method == "tools/call" else {}
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
-        ).encode()
-        headers = {"mcp-session-id": "sess-1", "user-agent": "agent/1"}
-        self.feed(PostReceived(flow, T0 + at, MCP, PEER, headers, body, len(body), None, "/mcp"))
-        if answer_at is None:
-            return
-        result = {"content": [], **({"isError": True} if is_error else {})}
-        answer = json.dumps({"jsonrpc": "2.0", "id": rpc_id, "result": result}).encode()
-        if status != 200:
-            answer = b"busy"
-        self.feed(ResponseStarted(flow, T0 + answer_at, status, JSON_H))
-        self.feed(ResponseBody(flow, T0 + answer_at, answer, len(answer)))
-
-    def streamed_call(self, at: float, rpc_id: int, events_at: list[float]) -> None:
-        """A tools/call answered on an SSE stream that carries progress and no answer."""
-        self.n += 1
-        flow = f"c{self.n}"
-        params = {"name": "echo", "arguments": {"text": "hello"}, "_meta": {"progressToken": 7}}
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
-        ).encode()
-        headers = {"mcp-session-id": "sess-1", "user-agent": "agent/1"}
-        self.feed(PostReceived(flow, T0 + at, MCP, PEER, headers, body, len(body), None, "/mcp"))
-        self.feed(ResponseStarted(flow, T0 + at + 0.05, 200, SSE_H, False))
-        for i, t in enumerate(events_at):
-            note = {
-                "jsonrpc": "2.0",
-                "method": "notifications/progress",
-                "params": {"progressToken": 7, "progress": i + 1},
-            }
-            self.feed(StreamChunk(flow, T0 + t, f"data: {json.dumps(note)}\n\n".encode()))
-
-    def write(self, path: Path, stop_at: float) -> Path:
-        self.feed(ProxyStopping(T0 + stop_at))
-        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in self.records))
-        return path
+from report_helpers import AgentRun
 
 
 def hangs(path: Path, *args: str) -> list[dict[str, Any]]:
@@ -120,18 +26,18 @@ def hangs(path: Path, *args: str) -> list[dict[str, Any]]:
 
 
 def test_a_tools_call_never_answered_is_the_servers(tmp_path: Path) -> None:
-    run = Run()
+    run = AgentRun()
     run.model(0, "anthropic-tool-stream")
-    run.call(0.5, 1, answer_at=None)
+    run.call(0.5, answer_at=None)
     [row] = hangs(run.write(tmp_path / "r.jsonl", 40))
     assert row["waited_on"] == "mcp_server" and row["seconds"] > 39
     assert "tools/call echo" in row["in_flight"] and row["since"].endswith("Z")
 
 
 def test_a_model_that_never_answers_after_the_result(tmp_path: Path) -> None:
-    run = Run()
+    run = AgentRun()
     run.model(0, "anthropic-tool-stream")
-    run.call(0.5, 1, answer_at=0.6)
+    run.call(0.5, answer_at=0.6)
     run.model(0.7, "anthropic-result-stream", hang=True)
     [row] = hangs(run.write(tmp_path / "r.jsonl", 30))
     assert row["waited_on"] == "model" and "model anthropic" in row["in_flight"]
@@ -139,9 +45,9 @@ def test_a_model_that_never_answers_after_the_result(tmp_path: Path) -> None:
 
 
 def test_an_agent_that_sends_nothing_after_both_answered(tmp_path: Path) -> None:
-    run = Run()
+    run = AgentRun()
     run.model(0, "chat-tool-stream")
-    run.call(0.5, 1, answer_at=0.6)
+    run.call(0.5, answer_at=0.6)
     run.model(25, "chat-result-stream")  # 24 s later: the agent sat on the result
     rows = hangs(run.write(tmp_path / "r.jsonl", 26))
     assert [(r["waited_on"], round(r["seconds"])) for r in rows] == [("agent", 24)]
@@ -149,9 +55,9 @@ def test_an_agent_that_sends_nothing_after_both_answered(tmp_path: Path) -> None
 
 
 def test_a_slow_model_stream_and_the_min(tmp_path: Path) -> None:
-    run = Run()
+    run = AgentRun()
     run.model(0, "responses-tool-stream", until=12)  # answered, but its stream took 12 s
-    run.call(12.5, 1, answer_at=12.6)
+    run.call(12.5, answer_at=12.6)
     path = run.write(tmp_path / "r.jsonl", 13)
     [row] = hangs(path)
     assert row["waited_on"] == "model" and "then the stream went silent" in row["detail"]
@@ -159,30 +65,30 @@ def test_a_slow_model_stream_and_the_min(tmp_path: Path) -> None:
 
 
 def test_the_model_ended_its_turn_then_silence_is_none(tmp_path: Path) -> None:
-    run = Run()
+    run = AgentRun()
     run.model(0, "anthropic-result-stream")  # end_turn, no tool asked for
-    run.call(15, 1, answer_at=15.1, method="tools/list")
+    run.call(15, answer_at=15.1, method="tools/list")
     [row] = hangs(run.write(tmp_path / "r.jsonl", 15.2))
     assert row["waited_on"] == "none" and "end_turn" in row["detail"]
 
 
 def test_without_model_traffic_a_silence_is_unknown(tmp_path: Path) -> None:
-    run = Run()
-    run.call(0, 1, answer_at=0.1, method="tools/list")
-    run.call(20, 2, answer_at=20.1)
+    run = AgentRun()
+    run.call(0, answer_at=0.1, method="tools/list")
+    run.call(20, answer_at=20.1)
     [row] = hangs(run.write(tmp_path / "r.jsonl", 21))
     assert row["waited_on"] == "unknown"
 
 
 def test_table_format_and_nothing_found(tmp_path: Path) -> None:
-    run = Run()
+    run = AgentRun()
     run.model(0, "anthropic-tool-stream")
-    run.call(0.5, 1, answer_at=None)
+    run.call(0.5, answer_at=None)
     path = run.write(tmp_path / "r.jsonl", 40)
     table = invoke("hangs", path)
     assert table.exit_code == 0 and "mcp_server" in table.stdout and "waited_on" in table.stdout
-    quiet = Run()
-    quiet.call(0, 1, answer_at=0.1)
+    quiet = AgentRun()
+    quiet.call(0, answer_at=0.1)
     empty = invoke("hangs", quiet.write(tmp_path / "q.jsonl", 1))
     assert empty.exit_code == 1 and "no stall" in empty.stderr
 
@@ -206,9 +112,9 @@ def shown(path: Path) -> dict[str, Any]:
 def test_the_forensics_name_who_a_stall_after_an_incident_waited_on(tmp_path: Path) -> None:
     """The same silences in the hang forensics (`show`, `retries`, `verdicts`, `bundle`):
     a tool error the model never answered was a wait on the model, not the client."""
-    run = Run()
+    run = AgentRun()
     run.model(0, "anthropic-tool-stream")
-    run.call(0.5, 1, answer_at=0.6, is_error=True)
+    run.call(0.5, answer_at=0.6, is_error=True)
     run.model(0.7, "anthropic-result-stream", hang=True)
     row = shown(run.write(tmp_path / "r.jsonl", 30))
     assert (
@@ -217,22 +123,22 @@ def test_the_forensics_name_who_a_stall_after_an_incident_waited_on(tmp_path: Pa
 
 
 def test_a_stall_after_a_503_with_every_answer_in_was_the_agents(tmp_path: Path) -> None:
-    run = Run()
+    run = AgentRun()
     run.model(0, "anthropic-tool-stream")
-    run.call(0.5, 1, answer_at=0.6, status=503)
-    run.call(20.6, 2, answer_at=20.7)  # the same call, 20 s later, the model not asked
+    run.call(0.5, answer_at=0.6, status=503)
+    run.call(20.6, answer_at=20.7)  # the same call, 20 s later, the model not asked
     row = shown(run.write(tmp_path / "r.jsonl", 21))
     assert f"(waited on agent for 20 s), then tools/call #{row['id'] + 1}" in row["detail"], row
 
 
 def test_a_stall_the_models_traffic_kept_busy_says_nothing_more(tmp_path: Path) -> None:
     """No silence of the whole traffic inside the client's: no party is named."""
-    run = Run()
+    run = AgentRun()
     run.model(0, "anthropic-tool-stream")
-    run.call(0.5, 1, answer_at=0.6, is_error=True)
+    run.call(0.5, answer_at=0.6, is_error=True)
     for at in range(2, 30, 5):  # the model is asked again and again, never the server
         run.model(at, "anthropic-result-stream")
-    run.call(31, 2, answer_at=31.1)
+    run.call(31, answer_at=31.1)
     row = shown(run.write(tmp_path / "r.jsonl", 32))
     assert "stall: no request for 30 s after TOOL_ERROR, then tools/call #" in row["detail"], row
     assert "waited on" not in row["detail"]
@@ -240,17 +146,17 @@ def test_a_stall_the_models_traffic_kept_busy_says_nothing_more(tmp_path: Path) 
 
 def test_progress_during_the_silence_is_slow_progress_before_it_is_hung(tmp_path: Path) -> None:
     """`lastEventMs`: when the stream's last event came tells a slow call from a hung one."""
-    slow = Run()
+    slow = AgentRun()
     slow.model(0, "anthropic-tool-stream")
-    slow.streamed_call(0.5, 1, [1.0 + 5 * i for i in range(7)])  # progress to 31 s
+    slow.streamed_call(0.5, [1.0 + 5 * i for i in range(7)])  # progress to 31 s
     [row] = hangs(slow.write(tmp_path / "slow.jsonl", 40))
     assert row["waited_on"] == "mcp_server"
     assert row["detail"].startswith("slow, not hung: its last of 7 events came 30.") and (
         "s in" in row["detail"]
     ), row
-    hung = Run()
+    hung = AgentRun()
     hung.model(0, "anthropic-tool-stream")
-    hung.streamed_call(0.5, 1, [0.6])  # one progress at once, then nothing
+    hung.streamed_call(0.5, [0.6])  # one progress at once, then nothing
     [row] = hangs(hung.write(tmp_path / "hung.jsonl", 40))
     assert row["waited_on"] == "mcp_server"
     assert row["detail"].startswith("no answer, and no event during the silence"), row
