@@ -501,3 +501,14 @@ def test_with_fault_rules_that_do_not_act_the_bytes_are_still_identical(tmp_path
     done = subprocess.run(argv, input=PAYLOAD, capture_output=True, timeout=120)
     assert done.returncode == 0
     assert done.stdout == PAYLOAD and copy.read_bytes() == PAYLOAD
+
+
+def test_stderr_passes_through_byte_for_byte_and_is_counted(tmp_path: Path) -> None:
+    said = "starting ✓\nwarn: 中文\r\nno newline at the end".encode()
+    script = f"import os; os.write(2, {said!r}); os.write(1, b'done\\n')"
+    done = subprocess.run(
+        wrap(tmp_path, sys.executable, "-c", script), capture_output=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout == b"done\n"
+    assert done.stderr == said  # nothing of the wrapper's own
+    assert "stderr_lines:2" in records(tmp_path)[-1]["notes"]
