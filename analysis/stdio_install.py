@@ -82,12 +82,15 @@ def _load(path: Path) -> dict[str, Any]:
     return data
 
 
-def _entry(data: dict[str, Any], path: Path, server: str) -> dict[str, Any]:
-    servers = data.get("mcpServers")
+def _entry(
+    data: dict[str, Any], path: Path, server: str, table: str = "mcpServers"
+) -> dict[str, Any]:
+    """The server's entry in `table` (JSON configs: mcpServers; Codex's TOML: mcp_servers)."""
+    servers = data.get(table)
     entry = servers.get(server) if isinstance(servers, dict) else None
     if not isinstance(entry, dict):
         names = ", ".join(sorted(servers)) if isinstance(servers, dict) else "none"
-        raise InstallError(f"{path}: no server {server!r} in mcpServers (there: {names})")
+        raise InstallError(f"{path}: no server {server!r} in {table} (there: {names})")
     if not isinstance(entry.get("command"), str):
         raise InstallError(f"{path}: server {server!r} has no command (not a stdio server)")
     return entry
@@ -167,7 +170,7 @@ def uninstall(path: Path, server: str) -> str:
 
 def toml_install(path: Path, server: str, wrapper: str, options: list[str]) -> str:
     text, data = _toml_load(path)
-    entry = _toml_entry(data, path, server)
+    entry = _entry(data, path, server, "mcp_servers")
     if _wrapped(entry):
         return f"{path}: {server} already goes through mcp-layers wrap; nothing changed"
     args = entry.get("args", [])
@@ -180,7 +183,7 @@ def toml_install(path: Path, server: str, wrapper: str, options: list[str]) -> s
 
 def toml_uninstall(path: Path, server: str) -> str:
     text, data = _toml_load(path)
-    entry = _toml_entry(data, path, server)
+    entry = _entry(data, path, server, "mcp_servers")
     if not _wrapped(entry):
         return f"{path}: {server} does not go through mcp-layers wrap; nothing changed"
     args: list[str] = entry["args"]
@@ -199,17 +202,6 @@ def _toml_load(path: Path) -> tuple[str, dict[str, Any]]:
         raise InstallError(f"{path}: no such file; name the config with --config") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise InstallError(f"{path}: cannot read it as TOML ({e})") from None
-
-
-def _toml_entry(data: dict[str, Any], path: Path, server: str) -> dict[str, Any]:
-    servers = data.get("mcp_servers")
-    entry = servers.get(server) if isinstance(servers, dict) else None
-    if not isinstance(entry, dict):
-        names = ", ".join(sorted(servers)) if isinstance(servers, dict) else "none"
-        raise InstallError(f"{path}: no server {server!r} in mcp_servers (there: {names})")
-    if not isinstance(entry.get("command"), str):
-        raise InstallError(f"{path}: server {server!r} has no command (not a stdio server)")
-    return entry
 
 
 def _toml_rewrite(
