@@ -70,6 +70,9 @@ from mcp_layers_analysis.queries import figure_queries
 from mcp_layers_analysis.table import read_columns
 
 COMMANDS = ("summary", "sessions", "verdicts")
+#: `query`'s question, its rows in an order of their own: grouping sets come out in any
+#: order (DuckDB's threads), and the answers are compared byte for byte.
+QUERY_SQL = QUERY_QUESTION.rstrip() + "\n  ORDER BY ALL\n"
 OTHERS = ("query", "retries", "compare", "hangs", "show", "report", "export")
 #: Exit statuses that are answers: `hangs` exits 1 when there is no stall, `verdicts` 3
 #: when a client FAILs a MUST.
@@ -204,7 +207,7 @@ def bench(
         ),
         "query": Contender(
             "duckdb direct (query's SQL)",
-            [py, "-c", DUCKDB_DIRECT, str(path), columns, QUERY_QUESTION],
+            [py, "-c", DUCKDB_DIRECT, str(path), columns, QUERY_SQL],
         ),
         "show": Contender(
             "duckdb direct (show's SQL)",
@@ -225,7 +228,7 @@ def bench(
         argv = [script(), command]
         parse = digest
         if command == "query":
-            argv += [QUERY_QUESTION, str(path), "--format", "json"]
+            argv += [QUERY_SQL, str(path), "--format", "json"]
         elif command == "show":
             argv += [session, str(path), "--format", "json"]
         elif command == "report":
