@@ -539,8 +539,15 @@ def inapplicable(fault: presets.Fault, records: list[dict[str, Any]]) -> str | N
     A client on the stateless protocol (2026-07-28) sends no ``initialize``; a server
     answers it with JSON, so a fault that cuts an SSE answer has no stream to cut.
     """
-    if fault.get_stream and not any(r.get("kind") == Kind.STREAM for r in records):
+    streams = [r for r in records if r.get("kind") == Kind.STREAM]
+    if fault.get_stream and not streams:
         return "opens no standby GET stream"
+    idle = fault.idle_ms
+    lasted = [r.get("durationMs") for r in streams]
+    if fault.get_stream and idle and all(ms is not None and ms < idle for ms in lasted):
+        # A client with a session per operation closes each GET stream with its session.
+        longest = max(ms for ms in lasted if ms is not None) / 1000
+        return f"closes its GET streams within {longest:.1f} s, before {idle / 1000:g} s of silence"
     if fault.method is None:
         return None
     hit = [r for r in records if r.get("kind") == Kind.REQUEST and r.get("method") == fault.method]

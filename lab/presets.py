@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from mcp_layers_core.faults.parse import preset as preset_rules
+from mcp_layers_core.faults.rules import IdleCut
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -34,6 +37,17 @@ class Fault:
     model_hold_s: float = 0.0
     #: the fault acts on the client's standby GET stream (none opened: nothing to act on)
     get_stream: bool = False
+
+    @property
+    def idle_ms(self) -> int | None:
+        """How long a stream must sit silent before this fault acts on it (an `idle_cut`
+        rule's wait), from the preset's own rules; None: it does not wait for silence."""
+        if self.preset is None:
+            return None
+        waits = [
+            r.action.after_ms for r in preset_rules(self.preset) if isinstance(r.action, IdleCut)
+        ]
+        return max(waits) if waits else None
 
     def sets(self) -> list[str]:
         """The mitmdump `--set` values (without the scenario label)."""

@@ -336,6 +336,20 @@ def test_a_get_stream_fault_on_a_client_without_one_is_not_applicable() -> None:
         assert matrix.inapplicable(fault, [*requests, stream]) is None
 
 
+def test_an_idle_fault_on_streams_closed_before_the_silence_is_not_applicable() -> None:
+    # LangChain's adapters open a session per operation: each GET stream ends with its
+    # session, well before the middlebox's 3 s of silence.
+    requests = [_record(1, "tools/call", "TOOL_SUCCESS", "2026-12-01T10:00:00.000Z")]
+    short = {"v": 1, "id": 2, "kind": "stream", "ts": "2026-12-01T10:00:00.100Z"}
+    for name in ("idle_cut", "graceful_close"):
+        fault = presets.fault(name)
+        assert fault.idle_ms == 3000  # the preset's own rule
+        got = matrix.inapplicable(fault, [*requests, {**short, "durationMs": 354.7}])
+        assert got == "closes its GET streams within 0.4 s, before 3 s of silence"
+        assert matrix.inapplicable(fault, [*requests, {**short, "durationMs": 9000}]) is None
+    assert presets.fault("get_405").idle_ms is None
+
+
 def test_resume_refused_on_a_client_answered_in_json_is_not_applicable() -> None:
     # Stateless clients get JSON answers: no stream to cut, so nothing to resume.
     call = _record(1, "tools/call", "TOOL_SUCCESS", "2026-12-01T10:00:00.000Z")
