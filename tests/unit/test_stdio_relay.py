@@ -71,27 +71,42 @@ def start_relay(
     return t
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_a_recorder_behind_slows_the_bytes_but_loses_none(path: str) -> None:
-    src_r, src_w = os.pipe()
+Start = Callable[[int, int, w.Copier, list[bool]], threading.Thread]
+
+
+def relay_data(start: Start, src_r: int, src_w: int, slow: float = 0.0) -> list[bytes]:
+    """DATA through the relay `start` makes from `src_r` to a pipe, with a recorder that
+    takes `slow` s per frame: the bytes must all arrive and the relay end without a
+    broken pipe; the recorder's copies, in order, are returned with their offsets."""
     dst_r, dst_w = os.pipe()
     feed_r, feed_w = os.pipe()
     feed = w.Feed(feed_w)
     frames: list[tuple[bytes, int, bytes]] = []
-    recorder = collector(feed_r, frames, slow=0.002)  # far slower than the bytes come
+    recorder = collector(feed_r, frames, slow)
     ended: list[bool] = []
     fed = feeder(src_w, DATA)
-    relaying = start_relay(path, src_r, dst_w, w.Copier(feed, b"s"), ended)
+    relaying = start(src_r, dst_w, w.Copier(feed, b"s"), ended)
     assert read_all(dst_r) == DATA
     fed.join()
     relaying.join(30)
     feed.close()
     recorder.join(30)
     assert ended == [False]
-    assert b"".join(d for _, _, d in frames) == DATA  # every byte, in order
-    offsets = [o for _, o, _ in frames]
-    assert offsets == sorted(offsets) and offsets[0] == 0
     os.close(src_r)
+    offsets = [o for _, o, _ in frames]
+    assert offsets == sorted(offsets)
+    return [d for _, _, d in frames]
+
+
+def by(path: str) -> Start:
+    return lambda src, dst, copier, ended: start_relay(path, src, dst, copier, ended)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_recorder_behind_slows_the_bytes_but_loses_none(path: str) -> None:
+    src_r, src_w = os.pipe()
+    copies = relay_data(by(path), src_r, src_w, slow=0.002)  # far slower than the bytes
+    assert b"".join(copies) == DATA  # every byte, in order
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -228,22 +243,8 @@ def test_a_source_that_cannot_be_spliced_is_read(
     src_refuses_splice: Callable[[int], None],
 ) -> None:
     src_r, src_w = os.pipe()
-    dst_r, dst_w = os.pipe()
     src_refuses_splice(src_r)
-    feed_r, feed_w = os.pipe()
-    feed = w.Feed(feed_w)
-    frames: list[tuple[bytes, int, bytes]] = []
-    recorder = collector(feed_r, frames)
-    ended: list[bool] = []
-    fed = feeder(src_w, DATA)
-    relaying = start_relay("splice", src_r, dst_w, w.Copier(feed, b"c"), ended)
-    assert read_all(dst_r) == DATA
-    fed.join()
-    relaying.join(30)
-    feed.close()
-    recorder.join(30)
-    assert ended == [False] and b"".join(d for _, _, d in frames) == DATA
-    os.close(src_r)
+    assert b"".join(relay_data(by("splice"), src_r, src_w)) == DATA
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -269,30 +270,17 @@ def test_a_tee_that_fails_falls_back_to_reading(fails: str) -> None:
             raise OSError(errno.EINVAL, "no")
         return 0
 
+    def start(src: int, dst: int, copier: w.Copier, ended: list[bool]) -> threading.Thread:
+        def on_end(broke: bool) -> None:
+            ended.append(broke)
+            os.close(dst)
+
+        t = threading.Thread(target=w.SplicePump(src, dst, copier, tee).run, args=(on_end,))
+        t.start()
+        return t
+
     src_r, src_w = os.pipe()
-    dst_r, dst_w = os.pipe()
-    feed_r, feed_w = os.pipe()
-    feed = w.Feed(feed_w)
-    frames: list[tuple[bytes, int, bytes]] = []
-    recorder = collector(feed_r, frames)
-    ended: list[bool] = []
-
-    def on_end(broke: bool) -> None:
-        ended.append(broke)
-        os.close(dst_w)
-
-    fed = feeder(src_w, DATA)
-    relaying = threading.Thread(
-        target=w.SplicePump(src_r, dst_w, w.Copier(feed, b"c"), tee).run, args=(on_end,)
-    )
-    relaying.start()
-    assert read_all(dst_r) == DATA
-    fed.join()
-    relaying.join(30)
-    feed.close()
-    recorder.join(30)
-    assert ended == [False] and b"".join(d for _, _, d in frames) == DATA
-    os.close(src_r)
+    assert b"".join(relay_data(start, src_r, src_w)) == DATA
 
 
 @pytest.mark.parametrize("path", PATHS)
