@@ -24,7 +24,7 @@ from mcp_layers_analysis.queries import (
 from mcp_layers_analysis.sessions import SHOW_COLUMNS
 from mcp_layers_analysis.table import SEQUENCE, SOURCE, TABLE
 from mcp_layers_analysis.terms import sql
-from mcp_layers_core.record import Kind
+from mcp_layers_core.record import FIELD, Kind, Obj
 
 #: The columns the report reads: the commands' own, and what a timeline draws. Only these
 #: are read from the inputs (headers, bodies and prompts never are): a column declared to
@@ -181,6 +181,16 @@ WHERE n.kind = {sql(Kind.REQUEST)} AND n.matched AND t.matched
 ORDER BY 1, 2"""
 
 
+def _turn_members() -> tuple[str, ...]:
+    """The `modelTurn` members the report draws, named and ordered as the record defines
+    them (all but `api` and `toolResults`)."""
+    kind = FIELD["modelTurn"].type
+    assert isinstance(kind, Obj)
+    return tuple(m.name for m in kind.members if m.name not in {"api", "toolResults"})
+
+
+_TURN_MEMBERS: Final = _turn_members()
+
 #: The columns `model_turns` gives, in order.
 MODEL_TURN_COLUMNS: Final = (
     "chain",
@@ -189,16 +199,7 @@ MODEL_TURN_COLUMNS: Final = (
     "id",
     "at_ms",
     "durationMs",
-    "provider",
-    "model",
-    "streamed",
-    "ttftMs",
-    "stopReason",
-    "complete",
-    "error",
-    "toolCalls",
-    "inputTokens",
-    "outputTokens",
+    *_TURN_MEMBERS,
     "rank",
     "turns",
 )
@@ -211,6 +212,7 @@ def model_turns(spans: Sequence[tuple[int, int, float, float]], per_chain: int) 
     client: it belongs to a chain by input and time, whatever the filters (as `hangs`
     keeps it)."""
     values = ", ".join(f"({c}, {s}, {a!r}, {b!r})" for c, s, a, b in spans)
+    turn_members = ", ".join(f"modelTurn.{name}" for name in _TURN_MEMBERS)
     return f"""WITH c(chain, src, a, b) AS (VALUES {values}
 ), t AS (
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, durationMs, modelTurn,
@@ -224,9 +226,6 @@ def model_turns(spans: Sequence[tuple[int, int, float, float]], per_chain: int) 
   FROM c JOIN t ON t.src = c.src AND t.at_ms <= c.b
     AND t.at_ms + coalesce(t.durationMs, 0) >= c.a
 )
-SELECT chain, src, seq, id, at_ms, durationMs, modelTurn.provider, modelTurn.model,
-  modelTurn.streamed, modelTurn.ttftMs, modelTurn.stopReason, modelTurn.complete,
-  modelTurn.error, modelTurn.toolCalls, modelTurn.inputTokens, modelTurn.outputTokens,
-  rank, turns
+SELECT chain, src, seq, id, at_ms, durationMs, {turn_members}, rank, turns
 FROM j WHERE rank <= {per_chain}
 ORDER BY chain, rank"""
