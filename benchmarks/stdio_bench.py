@@ -44,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -263,6 +264,17 @@ def records_in(directory: str) -> list[dict[str, Any]]:
     return out
 
 
+def interleaved(reps: int, measure: Callable[[bool], float]) -> tuple[list[float], list[float]]:
+    """`measure(False)` (direct) and `measure(True)` (wrapped), `reps` times each,
+    alternated so that the machine's load falls on both alike."""
+    direct: list[float] = []
+    wrapped: list[float] = []
+    for _ in range(reps):
+        direct.append(measure(False))
+        wrapped.append(measure(True))
+    return direct, wrapped
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -292,12 +304,8 @@ def main() -> int:
             calls // 10 + 50
         )
 
-        direct_bps: list[float] = []
-        wrapped_bps: list[float] = []
         flood = os.path.join(tmp, "flood")
-        for _ in range(reps):
-            direct_bps.append(throughput(False, megabytes, flood))
-            wrapped_bps.append(throughput(True, megabytes, flood))
+        direct_bps, wrapped_bps = interleaved(reps, lambda w: throughput(w, megabytes, flood))
         flooded = records_in(flood)
         lines = reps * stream_size(megabytes) // len(LINE)
         # Nothing lost: each client line is a record, each server line counted.
@@ -320,12 +328,8 @@ def main() -> int:
             throughput("read-write", megabytes, flood, cpu["read-write"])
         moved = 2 * stream_size(megabytes) / 2**20  # MiB through the relay, both ways
 
-        direct_sdk: list[float] = []
-        wrapped_sdk: list[float] = []
         sdk = os.path.join(tmp, "sdk")
-        for _ in range(reps):
-            direct_sdk.append(sdk_throughput(False, sdk_calls, sdk))
-            wrapped_sdk.append(sdk_throughput(True, sdk_calls, sdk))
+        direct_sdk, wrapped_sdk = interleaved(reps, lambda w: sdk_throughput(w, sdk_calls, sdk))
         assert (
             sum(
                 r["outcome"] == "TOOL_SUCCESS"
