@@ -15,25 +15,36 @@ start-up against the server's (Codex gives both 10 s), so the core (the tracker,
 classifiers, the JSON writer) is imported by the recorder while the server starts.
 
 Two processes. The wrapper runs three pumps (stdin, stdout, stderr), threads that move
-bytes and put a copy of each chunk in the recorder's pipe before writing it on. Without
+bytes and put a copy of each chunk in the recorder's spool before writing it on. Without
 fault rules the bytes never enter this process (Linux): each direction is spliced into a
 pipe of the wrapper's, `tee(2)`d (libc's, through ctypes: Python's `os` has no `tee`) into
-a second and spliced from there to the recorder, then spliced on (`SplicePump`); where an
+a second and spliced from there into the spool, then spliced on (`SplicePump`); where an
 end cannot be spliced, or with fault rules (which read the lines), it is `read` and
 `write` (`pump`, `FaultLines`). The recorder is a fork of the wrapper (made before any
 thread starts) that reads the copies, cuts them into lines, feeds them to the core and
 writes the records. A process, not a thread: the recorder's Python would hold the GIL the
 pumps need, and a pump waiting for it waits up to the interpreter's switch interval
-(5 ms) per chunk. Both directions share the recorder's one pipe, a frame at a time
-(`Feed`), so it reads them in the order they were copied: what one side sends in reaction
-to the other is always recorded after it. When the recorder is behind, the pipe fills and
-the pumps wait for it (back-pressure): it sees every byte, in bounded memory
-(`FEED_BYTES`), and a flood goes at the recorder's pace.
+(5 ms) per chunk. Both directions share the one spool, a frame at a time (`Feed`), so the
+recorder reads them in the order they were copied: what one side sends in reaction to
+the other is always recorded after it.
+
+The spool is a file, not a pipe, so that the bytes never wait for the recorder: a pipe
+fills when the recorder is behind, and a flood would go at the recorder's pace (about
+12,500 lines a second on two cores), while a file takes the copies at the speed of the
+page cache. The recorder reads behind the pumps (woken through a pipe, `Spool`), pauses
+while the traffic outpaces it (`Pause`), returns the space it has read to the file
+system (`FALLOC_FL_PUNCH_HOLE`), and runs at a low priority; only `SPOOL_MAX_BYTES`
+behind do the pumps wait for it. The file is unlinked at once (`O_TMPFILE` where the
+file system has it), in the record directory (a disk the user chose, not /tmp's memory):
+nothing is left behind.
 
 The main thread waits for the server, forwards SIGTERM, SIGINT and SIGHUP to it, and exits
 as it did: its exit code, or its signal raised again on the wrapper (128+N where that is
-not possible). The recorder ignores those signals, finishes the records when the wrapper
-closes its pipe, and is waited for (a few milliseconds, at most `RECORDER_GRACE_S`).
+not possible). It waits for the recorder to finish the records first (a few milliseconds
+unless a flood left it behind), unless the client signals it to go: the recorder runs in
+a session of its own (`setsid`), so the client's kill of its process group at shutdown
+cannot cut the records short, and it lets go of the client's stderr when the wrapper
+exits (Linux: `PR_SET_PDEATHSIG`). It ends when it has read the last copy.
 
 Settings come only from argv: clients pass servers a filtered environment.
 """
@@ -52,6 +63,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; only the checker needs it
+    import mmap
     from collections.abc import Callable, Iterator
     from typing import Any, BinaryIO, Final
 
@@ -76,9 +88,32 @@ DEFAULT_MAX_LINE_KB: Final = 16 * 1024
 #: allows (Linux `F_SETPIPE_SZ`): fewer, larger reads and writes for a large message.
 READ_BYTES: Final = 1 << 20
 
-#: The recorder's pipe is this big (where the system allows): how far it may fall behind
-#: before the pumps wait for it (back-pressure; it sees every byte).
-FEED_BYTES: Final = 1 << 20
+#: What the recorder reads of the spool at a time.
+SPOOL_READ_BYTES: Final = 1 << 20
+
+#: The recorder returns the spool's space it has read each time it has read this much
+#: more: the disk holds about as much as the recorder is behind.
+SPOOL_TRIM_BYTES: Final = 8 << 20
+
+#: When the recorder is `LAG_S` behind the bytes (the traffic outpaces it), it reads no
+#: more while copies keep coming (a wake-up within `QUIET_S` of the last), until it is
+#: `SPOOL_DEFER_BYTES` behind: its CPU would be taken from the client and the server
+#: (measured on two cores: a TypeScript SDK server answered 30 % fewer pipelined calls a
+#: second with the recorder parsing meanwhile, even at the lowest priority, and as many
+#: without; its answers come in bursts with gaps of more than 10 ms). A recorder that
+#: keeps up never pauses: its records follow the messages at once.
+LAG_S: Final = 0.05
+QUIET_S: Final = 0.1
+SPOOL_DEFER_BYTES: Final = 64 << 20
+
+#: The most the recorder may be behind: past it the pumps wait for it (the disk is
+#: bounded, and no copy is ever dropped).
+SPOOL_MAX_BYTES: Final = 1 << 30
+
+#: The recorder's niceness: what the relay, the client and the server leave of the CPU is
+#: enough for it (it is only ever behind in a flood), and a busy machine's other work
+#: comes first.
+RECORDER_NICE: Final = 10
 
 #: The wrapper's own pipes of the splice relay (two a direction), and so the most one
 #: splice moves: a few system calls per 256 KiB cost next to nothing, and a pipe's size
@@ -87,15 +122,17 @@ FEED_BYTES: Final = 1 << 20
 #: servers shares.
 SPLICE_BYTES: Final = 256 * 1024
 
-#: A frame's header on the recorder's pipe: what follows (b"c" client->server, b"s"
+#: A frame's header in the spool: what follows (b"c" client->server, b"s"
 #: server->client, b"x" a control message), its offset in that direction, when it was
 #: read, and its length.
 HEADER: Final = struct.Struct("<cQdI")
 
+#: The recorder's position in the spool, in memory both processes share.
+POSITION: Final = struct.Struct("<Q")
+
 #: After the server exits and its stdout ends: how long its stderr may still take (a
-#: grandchild holding it open must not keep the wrapper alive), and the recorder.
+#: grandchild holding it open must not keep the wrapper alive).
 STDERR_GRACE_S: Final = 1.0
-RECORDER_GRACE_S: Final = 5.0
 
 FORWARDED: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -279,30 +316,86 @@ def wait_for(fd: int, write: bool = False) -> None:
     select.select([] if write else [fd], [fd] if write else [], [])
 
 
-class Feed:
-    """The recorder's pipe, shared by the pumps and the main thread. One frame at a time
-    (a lock), so the recorder reads both directions in the order they were copied: a copy
-    is in the pipe before its bytes are written on, so what the other side sends in
-    reaction always comes after it. A write waits while the pipe is full (the recorder is
-    behind): the bytes wait with it, memory stays bounded, and the recorder sees every
-    byte. If the recorder is gone the bytes flow on, uncopied."""
+def open_spool(directory: str) -> int:
+    """A file for the recorder's copies in `directory`, with no name (it goes with the last
+    process that holds it): `O_TMPFILE` where the file system has it, else made and
+    unlinked at once. Raises OSError."""
+    tmpfile = getattr(os, "O_TMPFILE", 0)
+    if tmpfile:
+        try:
+            return os.open(directory, tmpfile | os.O_RDWR, 0o600)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    import tempfile  # rare: not on the start-up path where O_TMPFILE works
 
-    def __init__(self, fd: int) -> None:
+    fd, path = tempfile.mkstemp(prefix=".mcp-stdio-spool-", dir=directory)
+    os.unlink(path)
+    return fd
+
+
+class Spool:
+    """The recorder's copies: frames appended to a file (`fd`) by the pumps, read behind
+    them by the recorder, and a pipe through which each frame written wakes the recorder
+    (`wake_r`, `wake_w`). Made before the recorder is forked: both hold all three."""
+
+    def __init__(self, directory: str) -> None:
+        import mmap
+
+        self.fd = open_spool(directory)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)  # a wake-up already waiting is enough
+        #: Closed by the wrapper after the last frame: ends the recorder's pauses.
+        self.done_r, self.done_w = os.pipe()
+        #: How far the recorder has read, shared across the fork (`SPOOL_MAX_BYTES`).
+        self.read = mmap.mmap(-1, POSITION.size)
+
+    def writer(self) -> Feed:
+        """The wrapper's side (after the fork): the pumps' `Feed`."""
+        os.close(self.wake_r)
+        os.close(self.done_r)
+        return Feed(self.fd, self.wake_w, self.read, self.done_w)
+
+    def reader(self) -> Iterator[tuple[bytes, int, float, bytes]]:
+        """The recorder's side (after the fork): the frames, in order."""
+        os.close(self.wake_w)
+        os.close(self.done_w)
+        return frames(self.fd, self.wake_r, self.read, self.done_r)
+
+
+class Feed:
+    """The spool's writing end, shared by the pumps and the main thread. One frame at a
+    time (a lock), so the recorder reads both directions in the order they were copied:
+    a copy is in the spool before its bytes are written on, so what the other side sends
+    in reaction always comes after it. The spool is a file: a write never waits for the
+    recorder. If the recorder is gone (its wake-up pipe broken) or the spool cannot be
+    written (a full disk), the bytes flow on, uncopied."""
+
+    def __init__(
+        self, fd: int, wake: int, read: mmap.mmap | None = None, done: int | None = None
+    ) -> None:
         self.fd = fd
+        self.wake = wake
+        self.done = done
+        self.read = read  # the recorder's position (None: unbounded, for tests)
+        self.end = 0  # where the next frame goes
+        self.bound = SPOOL_MAX_BYTES  # no need to look at `read` before this
         self.lock = threading.Lock()
         self.open = True
 
     def send(self, kind: bytes, offset: int, ts: float, data: bytes) -> None:
         header = HEADER.pack(kind, offset, ts, len(data))
-        small = len(data) < 4096  # one write; a large copy is not joined to its header
         with self.lock:
+            if self.end >= self.bound:
+                self._wait_for_recorder()
             if self.open:
                 try:
-                    write_all(self.fd, header + data if small else header)
-                    if not small:
-                        write_all(self.fd, data)
+                    self._put(header + data if len(data) < 4096 else header)
+                    if len(data) >= 4096:  # a large copy is not joined to its header
+                        self._put(data)
+                    self._wake()
                 except OSError:
-                    self.open = False  # the recorder is gone
+                    self._stop()
 
     def splice_from(self, kind: bytes, offset: int, ts: float, stage: int, n: int) -> None:
         """`n` bytes waiting in the pipe `stage` (a `tee` of them) become a frame, moved in
@@ -310,20 +403,64 @@ class Feed:
         must find it so)."""
         left = n
         with self.lock:
+            if self.end >= self.bound:
+                self._wait_for_recorder()
             try:
                 if self.open:
-                    write_all(self.fd, HEADER.pack(kind, offset, ts, n))
+                    self._put(HEADER.pack(kind, offset, ts, n))
                     while left:
-                        left -= os.splice(stage, self.fd, left)
+                        moved = os.splice(stage, self.fd, left, offset_dst=self.end)
+                        self.end += moved
+                        left -= moved
+                    self._wake()
             except OSError:
-                self.open = False  # the recorder is gone
+                self._stop()
             if left:
                 discard(stage, left)
 
+    def _put(self, data: bytes | memoryview) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self.fd, view, self.end)
+            self.end += n
+            view = view[n:]
+
+    def _wait_for_recorder(self) -> None:
+        """The recorder is `SPOOL_MAX_BYTES` behind (an endless flood faster than it):
+        the bytes wait until it has read more (back-pressure, as a full pipe), or it is
+        gone."""
+        while self.open and self.read is not None:
+            done = POSITION.unpack_from(self.read)[0]
+            if self.end - done < SPOOL_MAX_BYTES:
+                self.bound = done + SPOOL_MAX_BYTES
+                return
+            self._wake()  # it may be waiting for a pause; and EPIPE if it is gone
+            time.sleep(0.001)
+        self.bound = 1 << 62
+
+    def _wake(self) -> None:
+        try:
+            os.write(self.wake, b"\0")
+        except BlockingIOError:
+            pass  # the recorder has wake-ups waiting: it will read this frame too
+        except OSError:
+            self._stop()  # the recorder is gone (EPIPE)
+
+    def _stop(self) -> None:
+        """No more copies (the recorder is gone, or the spool cannot be written). The
+        recorder, if alive, reads what is complete and notes the rest as lost."""
+        self.open = False
+        for end in (self.wake, self.done):
+            if end is not None:
+                with contextlib.suppress(OSError):
+                    os.close(end)
+
     def close(self) -> None:
+        """The last frame is written: the recorder reads to the end and stops."""
         with self.lock:
             if self.open:
-                self.open = False
+                self._stop()
+            with contextlib.suppress(OSError):
                 os.close(self.fd)
 
 
@@ -755,31 +892,37 @@ class Wrapper:
     def run(self) -> int:
         o = self.o
         started = time.time()
-        fd, _path = open_recording(o.record_dir or default_record_dir(), started)
+        directory = o.record_dir or default_record_dir()
+        fd, _path = open_recording(directory, started)
         server = f"stdio:{o.name or os.path.basename(o.command[0]) or o.command[0]}"
         run_id = f"{os.getpid()}-{int(started * 1000)}"
         faults = load_faults(o)  # before the server starts: a bad rule refuses the run
+        try:
+            spool = Spool(directory)
+        except OSError as e:
+            raise Refusal(
+                f"cannot keep the recorder's copies in {directory!r} ({e.strerror}); "
+                "name another directory with --record-dir"
+            ) from None
         for forwarded in FORWARDED:
             signal.signal(forwarded, self.forward)
         try:
             pid, child_in, child_out, child_err = spawn(o.command)
         except OSError as e:
+            for end in (spool.fd, spool.wake_r, spool.wake_w):
+                os.close(end)
             return self.spawn_failed(e, fd, server, run_id, started)
         self.pid = pid
         for signum in self.pending_signals:
             self.forward(signum, None)
 
-        feed_r, feed_w = os.pipe()
-        widen(feed_w, FEED_BYTES)
         recorder = os.fork()  # no thread runs yet: a plain fork is safe
         if recorder == 0:
-            os.close(feed_w)
             for end in (child_in, child_out, child_err):
                 os.close(end)
-            recorder_process(feed_r, fd, server, run_id, started, o)
-        os.close(feed_r)
+            recorder_process(spool.reader(), fd, server, run_id, started, o)
         os.close(fd)
-        feed = Feed(feed_w)
+        feed = spool.writer()
 
         def tell(*item: object) -> None:
             """A control message (words, the last may hold spaces): small, rare, never
@@ -857,10 +1000,9 @@ class Wrapper:
         tell("stderr", stderr.lines)
         tell("exit", ended, code)
         feed.close()
-        deadline = time.monotonic() + RECORDER_GRACE_S
-        while time.monotonic() < deadline:
-            if os.waitpid(recorder, os.WNOHANG)[0]:
-                break
+        # The records are finished before the wrapper exits, unless the client signals it
+        # to go: the recorder, in a session of its own, then finishes them alone.
+        while not self.stop and not os.waitpid(recorder, os.WNOHANG)[0]:
             time.sleep(0.002)
         return code
 
@@ -881,6 +1023,7 @@ def recorder_parts(
     fd: int, server: str, run_id: str, started: float, o: Options
 ) -> tuple[StdioObserver, RecordWriter, BinaryIO]:
     """The core, imported here, off the start-up path: the observer and the writer."""
+
     from mcp_layers_core.jsonl import RecordWriter
     from mcp_layers_core.settings import Settings
     from mcp_layers_core.stdio import StdioObserver
@@ -949,53 +1092,197 @@ class Lines:
 
 
 def recorder_process(
-    feed: int, fd: int, server: str, run_id: str, started: float, o: Options
+    copies: Iterator[tuple[bytes, int, float, bytes]],
+    fd: int,
+    server: str,
+    run_id: str,
+    started: float,
+    o: Options,
 ) -> None:
-    """The forked recorder: copies in, records out, until the wrapper closes the pipe."""
+    """The forked recorder: copies in, records out, until it has read the last one."""
+    wrapper = os.getppid()
     for s in FORWARDED:
         signal.signal(s, signal.SIG_IGN)  # the group's signals are for the server
     with contextlib.suppress(OSError):
+        # Out of the client's process group: a client that kills the group at shutdown
+        # (the Python SDK does, 2 s after closing stdin) must not cut the records short.
+        os.setsid()
+    with contextlib.suppress(OSError):
         # Background work: on a busy machine the server's own start-up comes first.
-        os.nice(5)
+        os.nice(RECORDER_NICE)
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+        # A new session is a scheduling group of its own on Linux (autogroup), and a
+        # niceness counts only within its group: the group is niced too.
+        group.write(str(RECORDER_NICE))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)  # the client's stdout must see EOF when the wrapper exits
     os.close(null)
+    release_stderr_when_gone(wrapper)
     code = 0
     try:
-        record(feed, fd, server, run_id, started, o)
+        record(copies, fd, server, run_id, started, o)
     except BaseException as e:  # the recorder must never take the run down
         os.write(2, f"mcp-layers wrap: the recorder stopped ({e!r})\n".encode())
         code = 1
     os._exit(code)
 
 
-def frames(feed: int) -> Iterator[tuple[bytes, int, float, bytes]]:
-    """The frames on the recorder's pipe (`Feed`), in order, until the wrapper closes it."""
-    reader = os.fdopen(feed, "rb", buffering=FEED_BYTES)
+def release_stderr_when_gone(wrapper: int) -> None:
+    """When the wrapper exits, the recorder (still reading its backlog) lets go of the
+    client's stderr, which the client may read to its end: the kernel signals it then
+    (Linux `PR_SET_PDEATHSIG`; elsewhere it keeps stderr until it is done)."""
+
+    def release(_signum: int, _frame: object) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        signal.signal(signal.SIGUSR1, release)
+        if ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGUSR1), 0, 0, 0) != 0:
+            return  # PR_SET_PDEATHSIG refused: stderr is kept until the end
+    except (ImportError, OSError, AttributeError):
+        return
+    if os.getppid() != wrapper:  # it exited before the request
+        release(0, None)
+
+
+def frames(
+    spool: int, wake: int, shared: mmap.mmap | None = None, done: int | None = None
+) -> Iterator[tuple[bytes, int, float, bytes]]:
+    """The frames in the spool (`Feed`), in order, read behind the pumps until the wrapper
+    closes the wake-up pipe; then to the spool's end. While copies keep coming it waits for
+    a pause (`Pause`); the space read is given back to the file system as the reading goes
+    (`Trim`), and the position is published in `shared` for the pumps."""
     size, unpack = HEADER.size, HEADER.unpack
-    while len(header := reader.read(size)) == size:
-        kind, offset, ts, n = unpack(header)
-        data = reader.read(n)
-        if len(data) < n:
-            break
-        yield kind, offset, ts, data
-    reader.close()
+    buf = bytearray()
+    start = 0  # where `buf` begins in the spool: at a frame's start
+    trim = Trim(spool)
+    pause = Pause(spool, wake, done)
+    clock = time.time
+    while True:
+        got = os.pread(spool, SPOOL_READ_BYTES, start + len(buf))
+        if not got:
+            if pause.ended:
+                break
+            # Wake-ups are drained before the spool is read again: a frame finished after
+            # this read wakes it anew (the pipe has room), one finished before is seen.
+            pause.ended = not os.read(wake, 1 << 16)
+            continue
+        buf += got
+        i = 0
+        while len(buf) - i >= size:
+            kind, offset, ts, n = unpack(buf[i : i + size])
+            if len(buf) - i - size < n:
+                break  # the rest of this frame is still being written
+            if not pause.ended and clock() - ts > LAG_S:
+                pause.wait(start + i)  # behind the traffic: let it pass first
+            yield kind, offset, ts, bytes(buf[i + size : i + size + n])
+            i += size + n
+        del buf[:i]
+        start += i
+        if shared is not None:
+            POSITION.pack_into(shared, 0, start)
+        trim.upto(start)
+    for end in (wake, spool, done):
+        if end is not None:
+            os.close(end)
 
 
-def record(feed: int, fd: int, server: str, run_id: str, started: float, o: Options) -> None:
+class Pause:
+    """The recorder's wait for a pause in the copies, when it is behind (`LAG_S`): while
+    they keep coming (a wake-up within `QUIET_S` of the last), it reads nothing, so that
+    its CPU goes to the client and the server; unless it is `SPOOL_DEFER_BYTES` behind, or
+    the copies have ended (`done`, closed by the wrapper after the last frame)."""
+
+    def __init__(self, spool: int, wake: int, done: int | None) -> None:
+        import select
+
+        self.select = select.select
+        self.spool = spool
+        self.wake = wake
+        self.done = done
+        self.ended = False
+
+    def wait(self, position: int) -> None:
+        """Read nothing from `position` on while wake-ups come."""
+        while self.select([self.wake], [], [], 0)[0]:
+            if not os.read(self.wake, 1 << 16):
+                self.ended = True
+                return
+            if os.fstat(self.spool).st_size - position >= SPOOL_DEFER_BYTES:
+                return
+            # Waiting on `done`, not on the wake-ups: one a frame would wake it a frame.
+            if self.done is None:
+                time.sleep(QUIET_S)
+            elif self.select([self.done], [], [], QUIET_S)[0]:
+                self.ended = True  # every frame is written
+                return
+
+
+class Trim:
+    """Gives the spool's space back behind the reader (`fallocate` with
+    `FALLOC_FL_PUNCH_HOLE`, libc's through ctypes: Linux, and file systems that have it;
+    elsewhere the spool just grows until the run ends and it goes)."""
+
+    PUNCH_HOLE_KEEP_SIZE: Final = 0x02 | 0x01
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.done = 0
+        self.fallocate: Any = None
+        self.working = sys.platform.startswith("linux")
+
+    def upto(self, offset: int) -> None:
+        if not self.working or offset - self.done < SPOOL_TRIM_BYTES:
+            return
+        offset -= offset % 4096  # whole blocks: a partial one would only be zeroed
+        try:
+            if self.fallocate is None:
+                import ctypes
+
+                fn = ctypes.CDLL(None, use_errno=True).fallocate
+                fn.restype = ctypes.c_int
+                fn.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64)
+                self.fallocate = fn
+            if self.fallocate(self.fd, self.PUNCH_HOLE_KEEP_SIZE, 0, offset) != 0:
+                self.working = False  # not on this file system
+        except (ImportError, OSError, AttributeError):
+            self.working = False
+        self.done = offset
+
+
+def record(
+    copies: Iterator[tuple[bytes, int, float, bytes]],
+    fd: int,
+    server: str,
+    run_id: str,
+    started: float,
+    o: Options,
+) -> None:
     observer, writer, f = recorder_parts(fd, server, run_id, started, o)
     cut = {b"c": Lines(o.max_line), b"s": Lines(o.max_line)}
     take = {b"c": observer.from_client, b"s": observer.from_server}
-    for kind, offset, ts, data in frames(feed):
+    last = started
+    for kind, offset, ts, data in copies:
         if kind == b"x":
             control(observer, writer, cut[b"s"], data)
             continue
+        last = ts
         out: list[dict[str, Any]] = []
         for line, n in cut[kind].feed(offset, data):
             out += take[kind](line, n, ts)
         if out:
             writer.write(out)
+    # The wrapper never said how the server ended (it was killed, or the spool could not
+    # be written): what is still waiting fails, and the session ends, cause unknown. After
+    # the wrapper's `exit` this writes nothing.
+    writer.write(observer.exited(last, None, None))
     f.close()
 
 

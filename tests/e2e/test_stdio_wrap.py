@@ -512,3 +512,32 @@ def test_stderr_passes_through_byte_for_byte_and_is_counted(tmp_path: Path) -> N
     assert done.returncode == 0 and done.stdout == b"done\n"
     assert done.stderr == said  # nothing of the wrapper's own
     assert "stderr_lines:2" in records(tmp_path)[-1]["notes"]
+
+
+def test_a_client_that_kills_the_group_still_gets_every_record(tmp_path: Path) -> None:
+    """The Python SDK kills the server's process group 2 s after closing its stdin. The
+    recorder runs in a session of its own: it outlives the kill, reads the copies still in
+    its spool, and writes the call that was waiting and the session's end."""
+    call = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t"}}\n'
+    proc = subprocess.Popen(
+        wrap(tmp_path, "sh", "-c", "read line; echo got; sleep 60"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        start_new_session=True,  # the wrapper's group, as a client makes it
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(call)
+    proc.stdin.flush()
+    assert proc.stdout.readline() == b"got\n"  # the call went through: its copy is spooled
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        recs = records(tmp_path)
+        if recs and recs[-1]["kind"] == "session_end":
+            break
+        time.sleep(0.05)
+    request, end = records(tmp_path)
+    assert request["jsonrpc"]["id"] == 7 and request["outcome"] == "NO_RESPONSE"
+    assert end["kind"] == "session_end" and end["endReason"] == "exited"
+    assert "stdout_not_json:1" in end["notes"]
