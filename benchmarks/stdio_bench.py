@@ -266,6 +266,17 @@ def pipelined(wrapped: bool, calls: int, record_dir: str, *child: str) -> float:
     return calls / elapsed
 
 
+def answered(
+    reps: int, calls: int, record_dir: str, child: tuple[str, ...]
+) -> tuple[list[float], list[float]]:
+    """`pipelined` direct and wrapped, `reps` times each (`interleaved`); every call must
+    be in the recording, answered (`TOOL_SUCCESS`)."""
+    direct, wrapped = interleaved(reps, lambda w: pipelined(w, calls, record_dir, *child))
+    recorded = [r for r in records_in(record_dir) if r["method"] == "tools/call"]
+    assert sum(r["outcome"] == "TOOL_SUCCESS" for r in recorded) == reps * calls
+    return direct, wrapped
+
+
 def startup(wrapped: bool, record_dir: str) -> float:
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -354,47 +365,22 @@ def main() -> int:
             throughput("read-write", megabytes, flood, cpu["read-write"])
         moved = 2 * stream_size(megabytes) / 2**20  # MiB through the relay, both ways
 
-        sdk = os.path.join(tmp, "sdk")
-        direct_sdk, wrapped_sdk = interleaved(
-            reps, lambda w: pipelined(w, sdk_calls, sdk, *SDK_SERVER)
-        )
-        assert (
-            sum(
-                r["outcome"] == "TOOL_SUCCESS"
-                for r in records_in(sdk)
-                if r["method"] == "tools/call"
-            )
-            == reps * sdk_calls
-        )
+        direct_sdk, wrapped_sdk = answered(reps, sdk_calls, os.path.join(tmp, "sdk"), SDK_SERVER)
 
         # The official TypeScript SDK's server: faster than the Python one.
         peers = node_peers.ensure()
-        ts_server: tuple[str, ...] = ()
         direct_ts: list[float] = []
         wrapped_ts: list[float] = []
         if peers is not None:
             sdk_dir = peers.ts_client.parent / "node_modules" / "@modelcontextprotocol" / "sdk"
             ts_server = (str(peers.node), str(TS_SERVER), str(sdk_dir))
-            ts = os.path.join(tmp, "ts")
-            direct_ts, wrapped_ts = interleaved(
-                reps, lambda w: pipelined(w, ts_calls, ts, *ts_server)
-            )
-            assert (
-                sum(
-                    r["outcome"] == "TOOL_SUCCESS"
-                    for r in records_in(ts)
-                    if r["method"] == "tools/call"
-                )
-                == reps * ts_calls
-            )
+            direct_ts, wrapped_ts = answered(reps, ts_calls, os.path.join(tmp, "ts"), ts_server)
 
         # A server that does nothing but answer: its pace is the pipes', far past the
         # recorder's, which reads behind.
-        fast = os.path.join(tmp, "fast")
-        direct_fast, wrapped_fast = interleaved(
-            reps, lambda w: pipelined(w, fast_calls, fast, sys.executable, "-c", ANSWERER)
+        direct_fast, wrapped_fast = answered(
+            reps, fast_calls, os.path.join(tmp, "fast"), (sys.executable, "-c", ANSWERER)
         )
-        assert sum(r["outcome"] == "TOOL_SUCCESS" for r in records_in(fast)) == reps * fast_calls
 
         direct_start: list[float] = []
         wrapped_start: list[float] = []
