@@ -385,13 +385,14 @@ class Feed:
 
     def send(self, kind: bytes, offset: int, ts: float, data: bytes) -> None:
         header = HEADER.pack(kind, offset, ts, len(data))
+        small = len(data) < 4096  # one write; a large copy is not joined to its header
         with self.lock:
             if self.end >= self.bound:
                 self._wait_for_recorder()
             if self.open:
                 try:
-                    self._put(header + data if len(data) < 4096 else header)
-                    if len(data) >= 4096:  # a large copy is not joined to its header
+                    self._put(header + data if small else header)
+                    if not small:
                         self._put(data)
                     self._wake()
                 except OSError:
@@ -920,7 +921,8 @@ class Wrapper:
         if recorder == 0:
             for end in (child_in, child_out, child_err):
                 os.close(end)
-            recorder_process(spool.reader(), fd, server, run_id, started, o)
+            copies = spool.reader()
+            recorder_process(lambda: record(copies, fd, server, run_id, started, o))
         os.close(fd)
         feed = spool.writer()
 
@@ -1091,15 +1093,9 @@ class Lines:
         return out
 
 
-def recorder_process(
-    copies: Iterator[tuple[bytes, int, float, bytes]],
-    fd: int,
-    server: str,
-    run_id: str,
-    started: float,
-    o: Options,
-) -> None:
-    """The forked recorder: copies in, records out, until it has read the last one."""
+def recorder_process(record_all: Callable[[], None]) -> None:
+    """The forked recorder: `record_all` (copies in, records out, until it has read the
+    last one), in a process set apart from the client's."""
     wrapper = os.getppid()
     for s in FORWARDED:
         signal.signal(s, signal.SIG_IGN)  # the group's signals are for the server
@@ -1121,7 +1117,7 @@ def recorder_process(
     release_stderr_when_gone(wrapper)
     code = 0
     try:
-        record(copies, fd, server, run_id, started, o)
+        record_all()
     except BaseException as e:  # the recorder must never take the run down
         os.write(2, f"mcp-layers wrap: the recorder stopped ({e!r})\n".encode())
         code = 1
