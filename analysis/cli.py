@@ -777,7 +777,6 @@ def _bundle_members(
     from . import verdicts as verdicts_mod
     from .duck import DuckEngine
     from .queries import SESSION_COLUMNS
-    from .verdicts import Instance
 
     filters = Filters(clients=frozen([subject.value])) if subject.option == "client" else Filters()
     reading = Reading(
@@ -791,7 +790,7 @@ def _bundle_members(
         # stdin, spooled into `tmp`, is read once: not worth an entry (`paths` names it).
         cache=cache and inputs.STDIN not in paths,
     )
-    found: list[Instance] = []
+    found: verdicts_mod.Tallies = {}
     verdict_rows: list[list[str | None]] = []
     session = subject.value if subject.option == "session" else None
     # What the verdicts, the forensics and the list of sessions read (with `session`, `id`
@@ -802,14 +801,11 @@ def _bundle_members(
             _warn("mcp-layers: no records in the input: nothing to bundle")
             raise SystemExit(ExitStatus.USAGE_ERROR)
         if session is not None:
-            keys = {
-                (src, rid, ts) for src, rid, ts in engine.rows(queries.session_records(session))
-            }
-            if not keys:
+            if not engine.rows(queries.session_records(session) + " LIMIT 1"):
                 _unknown(engine, subject)
             # Judged on the whole recording (the client's next move after a 404 is in its
             # next session), keeping the instances about this session's records.
-            found = [i for i in verdicts_mod.instances(engine, filters) if i.about in keys]
+            found = verdicts_mod.tallies(engine, filters, session)
         else:
             if not report_mod.matching(engine, filters):
                 _unknown(engine, subject)
@@ -843,7 +839,7 @@ def _bundle_members(
     finally:
         engine_b.close()
     if session is not None:
-        named = sorted({i.client for i in found}) or facts.clients or ["(unknown client)"]
+        named = sorted({client for client, _ in found}) or facts.clients or ["(unknown client)"]
         verdict_rows = verdicts_mod.judge(named, found)
     failing = [bundle_mod.Failing(*row[:8]) for row in failing_rows]
     total = int(failing_rows[0][8]) if failing_rows else 0

@@ -42,6 +42,7 @@ from .cache import SUFFIX, Cache
 from .errors import AnalysisError, NewerRecordVersion
 from .inputs import Source
 from .load import Input, Report, Warn, cleaned, on_disk
+from .queries import DAY
 from .table import SEQUENCE, SOURCE, TABLE, read_columns
 
 #: DuckDB's memory limit unless MCP_LAYERS_MEMORY says otherwise (DuckDB's syntax: 2GB).
@@ -331,14 +332,19 @@ class DuckEngine:
         return self._run(fetch)
 
     def export_parquet(self, directory: str) -> None:
-        """The records table as Parquet files under `directory`, one folder per day."""
-        target = directory.replace("'", "''")
-        self._run(
-            lambda: self.con.execute(
-                f"COPY (SELECT *, coalesce(substr(ts, 1, 10), 'unknown') AS day FROM {TABLE}) "
-                f"TO '{target}' (FORMAT parquet, PARTITION_BY (day), OVERWRITE_OR_IGNORE true)"
+        """The records table as Parquet files under `directory`, one folder per day
+        (`day=2026-11-30/data_0.parquet`, as a partitioned COPY names them).
+
+        One plain COPY per day rather than one COPY partitioned by day: the partitioned
+        writer buffers its partitions in memory, and beside the records table (three
+        quarters of the 1 GB limit at 1M records) it spilled, 30 s where these take 5."""
+        for (day,) in self.rows(f"SELECT DISTINCT {DAY} FROM {TABLE} ORDER BY 1"):
+            folder = Path(directory) / f"day={day}"
+            folder.mkdir(parents=True, exist_ok=True)
+            self.rows(
+                f"COPY (SELECT * FROM {TABLE} WHERE {DAY} = {_quote(day)}) "
+                f"TO {_quote(folder / 'data_0.parquet')} (FORMAT parquet)"
             )
-        )
 
     # ----------------------------------------------------------------- the records cache
 

@@ -16,7 +16,7 @@ incident's aftermath; `retries`, `show` and `verdicts` phrase it (`phrase`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,14 +30,20 @@ from .queries import literal, not_failed
 from .terms import POSTS_AND_GETS, sql, sql_in
 
 
-def aftermath_sql(base_cte: str, session: str | None = None) -> str:
+def aftermath_sql(
+    base_cte: str, session: str | None = None, about: Collection[tuple[int, int]] = ()
+) -> str:
     """Every incident and the client's next move. `base_cte` is `verdicts.base`'s `r`.
+    `about`: only these incidents, as (input, record id).
 
     Linear in the records (a sort), not in incidents × records: each incident's next move
     is found by a window over the client's moves with the incident placed among them, and
     the other findings join only the few rows that can match (session ends, cancellations,
     the session's requests)."""
     only = "" if session is None else f" AND a.session = {literal(session)}"
+    if about:
+        keys = ", ".join(f"({src}, {record_id})" for src, record_id in sorted(about))
+        only += f" AND (a.src, a.id) IN (VALUES {keys})"
     return f"""WITH {base_cte},
 incident AS (
   -- te: when the incident ended for the client. A request whose stream closed before
@@ -228,14 +234,18 @@ def stall_figures(found: list[Aftermath]) -> tuple[int, int, int | None]:
 
 
 def aftermaths(
-    engine: Engine, base_cte: str, filters: Filters, session: str | None = None
+    engine: Engine,
+    base_cte: str,
+    filters: Filters,
+    session: str | None = None,
+    about: Collection[tuple[int, int]] = (),
 ) -> list[Aftermath]:
     """Every incident's aftermath, each stall with who was waited on. DuckDB only: the
     query's lateral joins do not translate to Spark, where `show` and `retries` go without
     the forensics. The engine's view holds `COLUMNS`."""
     if engine.dialect != "duckdb":
         return []
-    rows: list[Any] = engine.rows(aftermath_sql(base_cte, session))
+    rows: list[Any] = engine.rows(aftermath_sql(base_cte, session, about))
     found = [Aftermath(*row) for row in rows]
     if not any(a.stalled for a in found):
         return found  # the silences' query reads every record: only when there is a stall

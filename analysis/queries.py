@@ -99,6 +99,14 @@ PERCENTILES: Final = (0.50, 0.95, 0.99)
 DELAY_PERCENTILES: Final = (0.50, 0.95)
 
 
+#: SQL: the day a record is filed under by `export --parquet` (a folder's name): the date
+#: its `ts` starts with, else `unknown`; a `ts` of any other shape never names a path.
+DAY: Final = (
+    "CASE WHEN regexp_matches(substr(ts, 1, 10), '^[0-9]{4}-[0-9]{2}-[0-9]{2}$') "
+    "THEN substr(ts, 1, 10) ELSE 'unknown' END"
+)
+
+
 def translate(sql: str, dialect: str) -> str:
     """`sql` (DuckDB's dialect) in another one, by sqlglot.
 

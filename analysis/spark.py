@@ -22,7 +22,7 @@ from typing import Any, Final
 from .errors import AnalysisError
 from .inputs import Source
 from .load import Input, Report, Row, Warn, cleaned, on_disk
-from .queries import translate
+from .queries import DAY, translate
 from .table import COLUMNS, SEQUENCE, SOURCE, TABLE, column_type
 
 #: Rows of one input get `_seq` = input number × this + Spark's increasing row id.
@@ -124,7 +124,7 @@ class SparkEngine:
 
     def export_parquet(self, directory: str) -> None:
         """The records as Parquet under `directory`, one folder per day."""
-        df = self.spark.sql(f"SELECT *, coalesce(substr(ts, 1, 10), 'unknown') AS day FROM {TABLE}")
+        df = self.spark.sql(translate(f"SELECT *, {DAY} AS day FROM {TABLE}", "spark"))
         df.write.mode("append").partitionBy("day").parquet(directory)
 
     def rows(self, sql: str) -> list[Row]:

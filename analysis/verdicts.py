@@ -902,13 +902,54 @@ ABOUT_INCIDENTS: Final = frozenset(
 )
 
 
-def rule_sql(rule: Rule, filters: Filters) -> str:
-    """One rule's instances: client, ok, src, id, evidence, soft, ts, in input order."""
+def rule_sql(rule: Rule, filters: Filters, session: str | None = None) -> str:
+    """One rule's instances: client, ok, src, id, evidence, soft, ts, in input order.
+    `session`: only the instances about that session's records (`bundle --session`; the
+    rule still reads the whole recording, since a client's next move after a 404 is in its
+    next session)."""
+    about = ""
+    if session is not None:
+        about = f"\nWHERE (src, id, ts) IN ({queries.session_records(session)})"
     return (
         f"WITH {base(filters, http_only=rule.id not in ANY_TRANSPORT)}\n"
-        f"SELECT client, ok, src, id, evidence, {rule.soft} AS soft, ts FROM ({rule.sql})\n"
-        "ORDER BY ts, src, id, evidence"
+        f"SELECT client, ok, src, id, evidence, {rule.soft} AS soft, ts FROM ({rule.sql})"
+        f"{about}\nORDER BY ts, src, id, evidence"
     )
+
+
+class Seen(StrEnum):
+    """What an instance counts as in its client's tally of a rule."""
+
+    PASSED = "passed"
+    #: Broke a MUST.
+    FAILED = "failed"
+    #: Missed a SHOULD (or a MUST rule's softer part).
+    MISSED = "missed"
+    UNDECIDED = "undecided"
+
+
+def _seen_sql(rule: Rule) -> str:
+    """SQL over `rule_sql`'s columns: what the instance counts as (`Seen`)."""
+    seen = {s: queries.literal(s) for s in Seen}
+    failed = seen[Seen.FAILED] if rule.level == Level.MUST else seen[Seen.MISSED]
+    return (
+        f"CASE WHEN ok IS NULL THEN {seen[Seen.UNDECIDED]} WHEN ok THEN {seen[Seen.PASSED]}"
+        f" WHEN soft THEN {seen[Seen.MISSED]} ELSE {failed} END"
+    )
+
+
+def tallied_sql(rule: Rule, filters: Filters, session: str | None = None) -> str:
+    """One rule's instances counted per client and `Seen`, with the first `MAX_EVIDENCE`
+    of each in input order: client, seen, count, src, id, evidence. DuckDB sums them, so
+    what Python holds does not grow with the recording (a rule has an instance per
+    session, or per request)."""
+    return f"""SELECT client, seen, count(*) OVER (PARTITION BY client, seen) AS n, src, id,
+  coalesce(evidence, '#' || id) AS evidence
+FROM (
+  SELECT *, {_seen_sql(rule)} AS seen FROM ({rule_sql(rule, filters, session)}))
+QUALIFY row_number() OVER (PARTITION BY client, seen ORDER BY ts, src, id, evidence)
+  <= {MAX_EVIDENCE}
+ORDER BY client, seen, ts, src, id, evidence"""
 
 
 def clients_sql(filters: Filters) -> str:
@@ -919,68 +960,46 @@ SELECT DISTINCT cl FROM r WHERE m AND sent
 ORDER BY cl"""
 
 
-@dataclass(frozen=True, slots=True)
-class Instance:
-    """One time a client was in the situation a rule is about."""
+@dataclass(slots=True)
+class Kept:
+    """How many instances of one kind a tally counted, and the evidence of the first
+    `MAX_EVIDENCE` of them."""
 
-    rule: str
-    client: str
-    #: TRUE did the right thing, FALSE did not, None the recording cannot tell.
-    ok: bool | None
-    evidence: str
-    #: A failure that misses only the softer part of its rule (a WARNING under a MUST).
-    soft: bool = False
-    #: The record the instance is about, as (input, id, ts): ids restart in each run of a
-    #: concatenated recording, the time tells them apart (`bundle --session` keeps the
-    #: instances of one session's records). None when built by hand.
-    about: tuple[int, int, str] | None = None
+    count: int = 0
+    first: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Tally:
-    """One client's instances of one rule."""
+    """One client's instances of one rule, counted by `Seen`."""
 
-    level: Level
-    passed: list[str] = field(default_factory=list)
-    #: Instances that broke a MUST.
-    failed: list[str] = field(default_factory=list)
-    #: Instances that missed a SHOULD (or a MUST rule's softer part).
-    missed: list[str] = field(default_factory=list)
-    undecided: list[str] = field(default_factory=list)
-
-    def add(self, found: Instance) -> None:
-        if found.ok is None:
-            self.undecided.append(found.evidence)
-        elif found.ok:
-            self.passed.append(found.evidence)
-        elif self.level == Level.MUST and not found.soft:
-            self.failed.append(found.evidence)
-        else:
-            self.missed.append(found.evidence)
+    kept: dict[Seen, Kept] = field(default_factory=lambda: {s: Kept() for s in Seen})
 
     @property
     def verdict(self) -> Verdict:
-        if self.failed:
+        if self.kept[Seen.FAILED].count:
             return Verdict.FAIL
-        if self.missed:
+        if self.kept[Seen.MISSED].count:
             return Verdict.WARNING
-        if self.passed:
+        if self.kept[Seen.PASSED].count:
             return Verdict.PASS
-        return Verdict.UNDECIDABLE if self.undecided else Verdict.NOT_EXERCISED
+        return Verdict.UNDECIDABLE if self.kept[Seen.UNDECIDED].count else Verdict.NOT_EXERCISED
 
     def evidence(self) -> str:
         """The instances behind the verdict: the failures first, else the passes, else the
         undecided ones (each says why it could not be decided)."""
-        bad = self.failed + self.missed
-        shown = bad or self.passed or self.undecided
-        decided = len(self.passed) + len(bad)
-        parts = shown[:MAX_EVIDENCE]
-        if len(shown) > MAX_EVIDENCE:
-            parts.append(f"… {len(shown) - MAX_EVIDENCE} more")
+        failed, missed = self.kept[Seen.FAILED], self.kept[Seen.MISSED]
+        passed, undecided = self.kept[Seen.PASSED], self.kept[Seen.UNDECIDED]
+        bad = Kept(failed.count + missed.count, failed.first + missed.first)
+        shown = bad if bad.count else passed if passed.count else undecided
+        decided = passed.count + bad.count
+        parts = shown.first[:MAX_EVIDENCE]
+        if shown.count > MAX_EVIDENCE:
+            parts.append(f"… {shown.count - MAX_EVIDENCE} more")
         if decided > 1:
-            parts.insert(0, f"{len(bad)} of {decided} failed" if bad else f"{decided} ok")
-        if self.undecided and shown is not self.undecided:
-            parts.append(f"{len(self.undecided)} not decidable from this recording")
+            parts.insert(0, f"{bad.count} of {decided} failed" if bad.count else f"{decided} ok")
+        if undecided.count and shown is not undecided:
+            parts.append(f"{undecided.count} not decidable from this recording")
         return "; ".join(parts)
 
 
@@ -992,17 +1011,16 @@ def combine(verdicts: Iterable[Verdict]) -> Verdict:
     return next((v for v in worst if v in found), Verdict.NOT_EXERCISED)
 
 
-def judge(clients: Sequence[str], instances: Sequence[Instance]) -> list[list[str | None]]:
+#: Every client's tally of every rule that had an instance, by (client, rule id).
+Tallies = dict[tuple[str, str], Tally]
+
+
+def judge(clients: Sequence[str], tallies: Tallies) -> list[list[str | None]]:
     """The table: a row per client and rule."""
-    tallies = {(c, rule.id): Tally(rule.level) for c in clients for rule in RULES}
-    for found in instances:
-        tally = tallies.get((found.client, found.rule))
-        if tally is not None:
-            tally.add(found)
     rows: list[list[str | None]] = []
     for client in clients:
         for rule in RULES:
-            tally = tallies[client, rule.id]
+            tally = tallies.get((client, rule.id)) or Tally()
             rows.append(
                 [
                     client,
@@ -1016,29 +1034,43 @@ def judge(clients: Sequence[str], instances: Sequence[Instance]) -> list[list[st
     return rows
 
 
-def instances(engine: Engine, filters: Filters) -> list[Instance]:
-    """Every rule's instances, in rule order."""
-    # What the client did after each failure or cut stream: a failed instance about one
-    # says so (a stall, a request left in flight) instead of leaving the silence unsaid.
-    then = {
-        (a.src, a.id): forensics.phrase(a)
-        for a in forensics.aftermaths(engine, base(filters), filters)
-    }
-    found: list[Instance] = []
+def tallies(engine: Engine, filters: Filters, session: str | None = None) -> Tallies:
+    """Every rule's instances, counted (`tallied_sql`); a failure's evidence about an
+    incident also says what the client did next (hang forensics)."""
+    found: list[tuple[Rule, str, Seen, int, int, int, str]] = []
     for rule in RULES:
-        for client, ok, src, record_id, evidence, soft, ts in engine.rows(rule_sql(rule, filters)):
-            # Every instance names its record, even where a rule's phrase came out NULL.
-            said = evidence or f"#{record_id}"
-            aftermath = then.get((src, record_id)) if rule.id in ABOUT_INCIDENTS else None
-            if ok is False and aftermath is not None:
-                said = f"{said} ({aftermath})"
-            found.append(Instance(rule.id, client, ok, said, bool(soft), (src, record_id, ts)))
-    return found
+        for client, seen, n, src, record_id, evidence in engine.rows(
+            tallied_sql(rule, filters, session)
+        ):
+            found.append((rule, client, Seen(seen), n, src, record_id, evidence))
+    # Only the failures shown are followed: a stall or a request left in flight is said
+    # instead of leaving the silence unsaid.
+    incidents = {
+        (src, record_id)
+        for rule, _, seen, _, src, record_id, _ in found
+        if rule.id in ABOUT_INCIDENTS and seen in (Seen.FAILED, Seen.MISSED)
+    }
+    then = (
+        {
+            (a.src, a.id): forensics.phrase(a)
+            for a in forensics.aftermaths(engine, base(filters), filters, about=incidents)
+        }
+        if incidents
+        else {}
+    )
+    out: Tallies = {}
+    for rule, client, seen, n, src, record_id, evidence in found:
+        kept = out.setdefault((client, rule.id), Tally()).kept[seen]
+        kept.count = n
+        failed = rule.id in ABOUT_INCIDENTS and seen in (Seen.FAILED, Seen.MISSED)
+        aftermath = then.get((src, record_id)) if failed else None
+        kept.first.append(evidence if aftermath is None else f"{evidence} ({aftermath})")
+    return out
 
 
 def verdict_rows(engine: Engine, filters: Filters) -> list[list[str | None]]:
     clients = [row[0] for row in engine.rows(clients_sql(filters))]
-    found = instances(engine, filters)
+    counted = tallies(engine, filters)
     # A rule's instance names its client: never drop it for want of a listed client.
-    named = {i.client for i in found}
-    return judge(sorted(set(clients) | named), found)
+    named = {client for client, _ in counted}
+    return judge(sorted(set(clients) | named), counted)

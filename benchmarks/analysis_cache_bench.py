@@ -48,6 +48,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,6 +87,23 @@ DUCKDB_DIRECT = DUCKDB_SUMMARY_SQL.replace(
     "row_number() OVER () - 1 AS _seq FROM records')",
 ).replace("con.execute(sys.argv[3])", "con.execute(sys.argv[3].replace('records', 'records2'))")
 assert DUCKDB_DIRECT.count("records2") == 2
+#: The commands of many statements, against DuckDB asked the same statements
+#: (`sql_trace.py`, `duckdb_replay.py`).
+REPLAYED = ("verdicts", "retries", "compare", "hangs", "show")
+#: `export --parquet` asked of DuckDB directly: every record with its input and line
+#: number, partitioned by day, as a DuckDB user would write it.
+DUCKDB_EXPORT = """
+import duckdb, shutil, sys
+path, columns, out = sys.argv[1].replace("'", "''"), sys.argv[2], sys.argv[3]
+shutil.rmtree(out, ignore_errors=True)
+con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")
+con.execute(f"COPY (SELECT 0 AS _src, *, row_number() OVER () - 1 AS _seq, "
+            f"coalesce(substr(ts, 1, 10), 'unknown') AS day FROM read_json('{path}', "
+            f"format='newline_delimited', columns={columns})) TO '{out}' "
+            f"(FORMAT parquet, PARTITION_BY (day))")
+"""
+HERE = Path(__file__).resolve().parent
 TARGET_COLD = 0.95
 TARGET_WARM = 10.0
 HOWS = ("no-cache", "cold", "warm-same", "warm-other")
@@ -169,6 +187,16 @@ def wait_for_build(where: os.PathLike[str] | str) -> tuple[float, float]:
     return time.perf_counter() - start, peak / 1024
 
 
+def trace(command: str, path: Path, session: str, log: Path) -> None:
+    """What `command` asks DuckDB of `path`, written to `log` (`sql_trace.py`)."""
+    argv = [command, *([session] if command == "show" else []), str(path), "--no-cache"]
+    subprocess.run(
+        [sys.executable, str(HERE / "sql_trace.py"), str(log), *argv],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+
+
 def drop_answers(where: Path) -> None:
     for p in where.glob("*.answer"):
         p.unlink()
@@ -221,8 +249,22 @@ def bench(
             ],
         ),
     }
-    direct_of = {c: c if c in direct else "summary" for c in (*COMMANDS, *OTHERS)}
     spool = Path(tempfile.mkdtemp(prefix="cache-bench-"))
+    # The commands of many statements: DuckDB asked each of them, in order, over a table
+    # of the columns the command read (traced once from the command itself, untimed).
+    for command in REPLAYED:
+        if command in commands:
+            log = spool / f"{command}.sql.jsonl"
+            trace(command, path, session, log)
+            direct[command] = Contender(
+                f"duckdb direct (statements of {command})",
+                [py, str(HERE / "duckdb_replay.py"), str(path), str(log)],
+            )
+    direct["export"] = Contender(
+        "duckdb direct (COPY … PARTITION_BY)",
+        [py, "-c", DUCKDB_EXPORT, str(path), columns, str(spool / "direct-parquet")],
+    )
+    direct_of = {c: c if c in direct else "summary" for c in (*COMMANDS, *OTHERS)}
 
     def ours(command: str, how: str) -> Contender:
         argv = [script(), command]
@@ -291,8 +333,9 @@ def bench(
         f"\n{n:,} records, {size_mb:,.0f} MB JSONL, cache entry {entry_mb:,.0f} MB "
         f"({repeat} rounds; load average now {os.getloadavg()[0]:.1f})\n"
     )
-    print(f"| {'tool':36} | median s | runs s | CPU s | peak RSS | vs DuckDB direct | target |")
-    print(f"|{'-' * 38}|---------:|:-------|------:|---------:|-----------------:|-------:|")
+    w = max(36, *(len(c.name) for c in order))  # the name column's width
+    print(f"| {'tool':{w}} | median s | runs s | CPU s | peak RSS | vs DuckDB direct | target |")
+    print(f"|{'-' * (w + 2)}|---------:|:-------|------:|---------:|-----------------:|-------:|")
     for c in order:
         t = runs[c.name]
         walls = t.walls
@@ -307,7 +350,7 @@ def bench(
             elif how == "warm-same":
                 target = f"{'met' if r >= TARGET_WARM else 'MISSED'} (≥{TARGET_WARM:g})"
         print(
-            f"| {c.name:36} | {statistics.median(walls):8.2f} | "
+            f"| {c.name:{w}} | {statistics.median(walls):8.2f} | "
             f"{' '.join(f'{w:.1f}' for w in walls):6} | {statistics.median(t.cpus):5.2f} | "
             f"{t.tree_rss_mb:5.0f} MB | {ratio:>16} | {target} |"
         )
@@ -316,13 +359,13 @@ def bench(
         times = [t for t, _ in built]
         peak = max(m for _, m in built)
         print(
-            f"| {label:36} | {statistics.median(times):8.2f} | "
+            f"| {label:{w}} | {statistics.median(times):8.2f} | "
             f"{' '.join(f'{w:.1f}' for w in times):6} |       | {peak:5.0f} MB | "
             f"(background, niced) |  |"
         )
     if jq_time is not None:
         print(
-            f"| {'jq (the analysis_bench question)':36} | {jq_time.median:8.2f} | "
+            f"| {'jq (the analysis_bench question)':{w}} | {jq_time.median:8.2f} | "
             f"{jq_time.walls[0]:.1f}    | {statistics.median(jq_time.cpus):5.2f} | "
             f"{jq_time.tree_rss_mb:5.0f} MB |                  |        |"
         )

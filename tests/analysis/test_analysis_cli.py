@@ -356,6 +356,27 @@ def test_export_parquet_reads_back_every_record(tmp_path: Path) -> None:
     assert got == [(lines, 2, "BIGINT[]")]
 
 
+def test_export_files_a_record_whose_ts_is_not_a_date_under_unknown(tmp_path: Path) -> None:
+    import duckdb
+
+    lines = SYNTHETIC.read_text().splitlines()[:3]
+    odd = json.loads(lines[2])
+    odd["ts"] = "../../evil/x"  # a folder is named by the day: never by what a line says
+    rec = tmp_path / "r.jsonl"
+    rec.write_text("\n".join([*lines[:2], json.dumps(odd)]) + "\n")
+    out = tmp_path / "pq"
+    result = invoke("export", "--parquet", out, rec, "--no-cache")
+    assert result.exit_code == 0, result.stderr
+    day = json.loads(lines[0])["ts"][:10]
+    assert sorted(p.name for p in out.iterdir()) == [f"day={day}", "day=unknown"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pq", "r.jsonl"]
+    got = duckdb.sql(
+        f"SELECT day, count(*) FROM read_parquet('{out}/**/*.parquet', hive_partitioning = true)"
+        " GROUP BY day ORDER BY day"
+    ).fetchall()
+    assert got == [(day, 2), ("unknown", 1)]
+
+
 @pytest.mark.parametrize("name", ["wrong_schema.jsonl", "README"])
 def test_an_input_that_is_mostly_not_records_exits_2(name: str) -> None:
     path = FIXTURES / name if name != "README" else Path(__file__).parents[2] / "README.md"

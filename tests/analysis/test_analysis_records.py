@@ -111,6 +111,9 @@ def test_any_lines_are_records_or_reported(
         report = engine.load(inputs.expand([str(path)]), None, warnings.append)
     except NewerRecordVersion:
         return
+    if lines[0].startswith(b"\x1f\x8b"):  # gzip's magic: read as a compressed file
+        assert any("compressed stream" in m for m in report.messages), report.messages
+        return
     # A line holding only a byte-order mark is blank to DuckDB, as whitespace is.
     assert report.records + report.bad_lines == sum(
         1 for x in lines if x.replace(b"\xef\xbb\xbf", b"").strip()

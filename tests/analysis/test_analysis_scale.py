@@ -60,7 +60,7 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[DuckEng
 
 QUERIES: dict[str, str] = {
     "aftermath": forensics.aftermath_sql(verdicts.base(Filters())),
-    **{rule.id: verdicts.rule_sql(rule, Filters()) for rule in verdicts.RULES},
+    **{rule.id: verdicts.tallied_sql(rule, Filters()) for rule in verdicts.RULES},
 }
 
 

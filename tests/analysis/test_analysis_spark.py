@@ -89,3 +89,24 @@ def test_report_on_spark(spark: SparkEngine, tmp_path: Path) -> None:
     assert got.exit_code == 0, got.stderr
     page = out.read_text()
     assert "codex" in page and "tools/call" in page
+
+
+#: A recording of another day than SYNTHETIC's.
+OTHER_DAY = FIXTURES / "real_lab_copilot_none.jsonl"
+
+
+def test_export_files_the_same_days_as_duckdb(spark: SparkEngine, tmp_path: Path) -> None:
+    import duckdb
+
+    def exported(*engine: str) -> list[tuple[Any, ...]]:
+        out = tmp_path / ("pq-" + "-".join(engine or ("duckdb",)))
+        got = invoke("export", "--parquet", out, SYNTHETIC, OTHER_DAY, "--no-cache", *engine)
+        assert got.exit_code == 0, got.stderr
+        return duckdb.sql(
+            f"SELECT day, _src, count(*), max(ts) FROM read_parquet('{out}/**/*.parquet', "
+            "hive_partitioning = true) GROUP BY ALL ORDER BY ALL"
+        ).fetchall()
+
+    duck = exported()
+    assert len({row[0] for row in duck}) > 1
+    assert exported("--engine", "spark") == duck
