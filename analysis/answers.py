@@ -4,7 +4,8 @@ it printed the first time, before click, DuckDB or any query module is imported.
 The records cache (cache.py) makes a question cheap to compute; this makes a repeated one
 cost no more than Python's start-up. It sits in front of the CLI (launch.py): the command
 line is looked up, and when its answer is there and still true it is printed as it was
-(stdout, stderr, exit status) and nothing else runs. Otherwise the command runs as always
+(stdout, stderr, exit status; for `report`, the page it wrote, written again, so the page
+says the minute it was first made) and nothing else runs. Otherwise the command runs as always
 with its output copied on the way out, and afterwards kept as an answer when it read its
 inputs from disk with DuckDB and the cache on, and exited 0, 1 or 3.
 
@@ -32,16 +33,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any, BinaryIO, Final
 
-#: The commands whose answer is only their output (no file written, no server started).
+#: The commands whose answer is their output, and for `report` the page it wrote (no
+#: server started, no other file written).
 ANSWERED: Final = frozenset(
-    {"summary", "retries", "compare", "sessions", "show", "verdicts", "hangs", "query"}
+    {"summary", "retries", "compare", "sessions", "show", "verdicts", "hangs", "query", "report"}
 )
 
 #: An answer's file name ends so.
 SUFFIX: Final = ".answer"
 
 #: Raise it when an answer file's layout changes.
-FORMAT: Final = b"mcp-layers answer 1\n"
+FORMAT: Final = b"mcp-layers answer 2\n"
 
 #: The blocks of an input that go into its fingerprint, from its start and its end.
 EDGE_BYTES: Final = 64 * 1024
@@ -134,9 +136,14 @@ def replay(argv: Sequence[str]) -> int | None:
     if parsed is None:
         _remove(path)
         return None
-    meta, out, err = parsed
+    meta, out, err, files = parsed
     if not _still_true(meta):
         return None  # an older answer: the new one will replace it
+    try:
+        for name, data in files:
+            _write_file(name, data)
+    except OSError:
+        return None  # the command runs, and says what is wrong with its output
     with contextlib.suppress(OSError):  # a read-only cache is still read
         os.utime(path)  # used: the last to be evicted
     try:
@@ -149,14 +156,31 @@ def replay(argv: Sequence[str]) -> int | None:
     return int(meta["exit"])
 
 
+def _write_file(name: str, data: bytes) -> None:
+    """`data` as the file `name`, whole or not at all (a temporary file renamed)."""
+    partial = f"{name}.{os.getpid()}.partial"
+    try:
+        with open(partial, "wb") as f:
+            f.write(data)
+        os.replace(partial, name)
+    except OSError:
+        _remove(partial)
+        raise
+
+
 def _write(stream: Any, data: bytes) -> None:
     stream.flush()
     stream.buffer.write(data)
     stream.buffer.flush()
 
 
-def _parse(data: bytes) -> tuple[dict[str, Any], bytes, bytes] | None:
-    """(meta, stdout, stderr) of an answer file; None when it is not whole."""
+#: What an answer file holds: its meta, stdout, stderr, and the files the command wrote as
+#: (absolute path, bytes).
+Parsed = tuple[dict[str, Any], bytes, bytes, list[tuple[str, bytes]]]
+
+
+def _parse(data: bytes) -> Parsed | None:
+    """(meta, stdout, stderr, files) of an answer file; None when it is not whole."""
     body, digest = data[: -_DIGEST_HEX - 1], data[-_DIGEST_HEX - 1 : -1]
     if not data.startswith(FORMAT) or not data.endswith(b"\n"):
         return None
@@ -166,12 +190,18 @@ def _parse(data: bytes) -> tuple[dict[str, Any], bytes, bytes] | None:
     try:
         meta = json.loads(body[len(FORMAT) : head_end])
         n_out, n_err = int(meta["stdout"]), int(meta["stderr"])
+        written = [(str(name), int(size)) for name, size in meta["files"]]
     except (ValueError, KeyError, TypeError):
         return None
     rest = body[head_end + 1 :]
-    if len(rest) != n_out + n_err:
+    if len(rest) != n_out + n_err + sum(size for _, size in written):
         return None
-    return meta, rest[:n_out], rest[n_out:]
+    files: list[tuple[str, bytes]] = []
+    at = n_out + n_err
+    for name, size in written:
+        files.append((name, rest[at : at + size]))
+        at += size
+    return meta, rest[:n_out], rest[n_out : n_out + n_err], files
 
 
 def _still_true(meta: dict[str, Any]) -> bool:
@@ -259,6 +289,7 @@ class _Recording:
         self.argv = list(argv)
         self.paths: list[str] | None = None
         self.sources: list[tuple[str, str]] = []
+        self.written: list[str] = []  # files the command wrote, absolute
         self.tees: list[_Tee] = []
         self.originals: list[Any] = []
         self.interrupted = False
@@ -319,6 +350,12 @@ def note_read(paths: Sequence[str], sources: Sequence[tuple[str, str]], cached: 
     _current.sources = list(sources)
 
 
+def note_written(path: str) -> None:
+    """The command wrote the file at `path` (`report`'s page): part of its answer."""
+    if _current is not None:
+        _current.written.append(os.path.abspath(path))
+
+
 def finish(status: object) -> None:
     """The run ended with exit `status`: its output restored to the real streams, and kept
     as the answer when it is one."""
@@ -333,6 +370,7 @@ def finish(status: object) -> None:
     if rec.interrupted or any(t.overflow or t.broken for t in rec.tees):
         return
     try:
+        files = [(name, _read_small(name)) for name in rec.written]
         meta = {
             "paths": rec.paths,
             "sources": [[real, fingerprint(real)] for real, _ in rec.sources],
@@ -340,20 +378,31 @@ def finish(status: object) -> None:
             "exit": code,
             "stdout": len(rec.tees[0].kept),
             "stderr": len(rec.tees[1].kept),
+            "files": [[name, len(data)] for name, data in files],
         }
     except OSError:
-        return  # an input gone meanwhile: nothing to key it by
+        return  # an input gone meanwhile, or a page too large to keep
     body = (
         FORMAT
         + json.dumps(meta, separators=(",", ":")).encode()
         + b"\n"
         + bytes(rec.tees[0].kept)
         + bytes(rec.tees[1].kept)
+        + b"".join(data for _, data in files)
     )
     data = body + hashlib.blake2b(body, digest_size=32).hexdigest().encode() + b"\n"
     from . import cache  # only now: the answer is out
 
     cache.keep_answer(_path(rec.argv), data)
+
+
+def _read_small(name: str) -> bytes:
+    """The file `name`'s bytes; OSError when it holds more than an answer keeps."""
+    with open(name, "rb") as f:
+        data = f.read(MAX_KEPT_BYTES + 1)
+    if len(data) > MAX_KEPT_BYTES:
+        raise OSError(f"{name}: more than an answer keeps")
+    return data
 
 
 def _modules() -> list[tuple[str, int, int]]:

@@ -341,7 +341,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 def nothing_matched(reading: Reading, report: Report, what: str = "record") -> NoReturn:
-    if report.records == 0:
+    if report.empty:
         _warn("mcp-layers: no records in the input")
     elif reading.filters.active:
         _warn(f"mcp-layers: no {what} matched the filters")
@@ -585,7 +585,7 @@ def show(reading: Reading, session: str) -> None:
             report.settle()
     if not rows:
         write(reading, sessions_mod.SHOW_HEADERS, [])
-        if report.records:
+        if not report.empty:
             _warn(
                 f"mcp-layers: no records of session {session} "
                 "(list them with: mcp-layers sessions PATH)"
@@ -619,8 +619,9 @@ def hangs(reading: Reading, min_s: float) -> None:
         mcp-layers hangs recordings/ --min-s 30 --format json
     """
     from . import hangs as hangs_mod
+    from .queries import COMMON_COLUMNS_ALL
 
-    with loaded(reading) as (engine, report):
+    with loaded(reading, (*COMMON_COLUMNS_ALL, *hangs_mod.HANG_COLUMNS)) as (engine, report):
         # The inputs' names by index, as the engine numbered them (they exist: it read them).
         names = [s.name for s in inputs.expand(reading.paths)] if "-" not in reading.paths else []
         rows = hangs_mod.hang_rows(engine, reading.filters, min_s, names)
@@ -673,6 +674,7 @@ def report(reading: Reading, target: str, title: str) -> None:
             inputs=reading.paths,
             title=title,
         )
+    answers.note_written(target)
     _warn(f"mcp-layers: report written to {target} ({size / 1024:.0f} KiB)")
 
 

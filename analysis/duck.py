@@ -190,6 +190,7 @@ class DuckEngine:
             self._view()
             self.unchecked = True
             self.report.counter = self._count
+            self.report.probe = self._any
         return self.report
 
     def _materialise(self) -> None:
@@ -318,6 +319,11 @@ class DuckEngine:
     def _count(self) -> int:
         row = self._run(lambda: self.con.execute(f"SELECT count(*) FROM {TABLE}").fetchone())
         return 0 if row is None else int(row[0])
+
+    def _any(self) -> bool:
+        return bool(
+            self._run(lambda: self.con.execute(f"SELECT 1 FROM {TABLE} LIMIT 1").fetchall())
+        )
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
         return self._run(lambda: self.con.execute(sql).fetchall())

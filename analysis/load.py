@@ -44,6 +44,9 @@ class Report:
     messages: list[str] = field(default_factory=list)
     counter: Callable[[], int] | None = None
     counted: int | None = None
+    #: Whether there is any record, asked without counting them (an engine with `counter`).
+    probe: Callable[[], bool] | None = None
+    found_any: bool | None = None
 
     @property
     def records(self) -> int:
@@ -55,10 +58,20 @@ class Report:
     def records(self, n: int) -> None:
         self.counted = n
 
+    @property
+    def empty(self) -> bool:
+        """No record read: known from the count when there is one, else asked of the first
+        record alone (a count would read the inputs once more)."""
+        if self.counted is not None:
+            return self.counted == 0
+        if self.found_any is None:
+            self.found_any = self.probe() if self.probe is not None else self.records > 0
+        return not self.found_any
+
     def settle(self) -> None:
-        """Count the records now, while the engine is open (a command that found nothing
-        says whether there was anything to find)."""
-        _ = self.records
+        """Know now, while the engine is open, whether there was any record (a command that
+        found nothing says whether there was anything to find)."""
+        _ = self.empty
 
 
 @dataclass(frozen=True, slots=True)

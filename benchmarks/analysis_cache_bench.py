@@ -22,14 +22,20 @@ each a separate process timed from start to exit (Python's start-up and imports 
 - `warm, other question`: the answer files removed first, the entry there: what a question
   not asked before costs once the entry is built (read from the entry's columns).
 
-DuckDB direct is a plain `python -c` script (`import duckdb`, a view over `read_json` told
-the record's columns, the command's own SQL as `mcp-layers sql` prints it, or for `query`
-the query itself (`analysis_bench.py`'s question); the commands with no single query,
-`verdicts`, `retries`, `compare`, `hangs`, `report`, `export`, are against DuckDB
-answering `summary`'s, and `show` against DuckDB's `show` SQL). jq answers
-`analysis_bench.py`'s question once. `report` and `export` are not in the answer cache
-(they write files): their warm runs read the entry. `report`'s page is compared without
-its time of writing; `export`'s Parquet by its row count and a hash of its rows.
+DuckDB direct is plain `duckdb` asked the same question over the JSONL, as a user would:
+for `summary` and `sessions`, a `python -c` script (`import duckdb`, a view over
+`read_json` told the record's columns, the command's own SQL as `mcp-layers sql` prints
+it); for `query`, the query itself (`analysis_bench.py`'s question); for the commands of
+many statements (`verdicts`, `retries`, `compare`, `hangs`, `show`), every
+statement the command sent DuckDB, in order (traced once from the command itself,
+untimed: `sql_trace.py`), over a table (or view) of the columns it read
+(`duckdb_replay.py`); for `export`, one `COPY … PARTITION_BY (day)` of every record with
+its `_src` and `_seq`. `report` is against `summary`'s SQL: its statements run over a
+sample of the records it builds itself. jq answers `analysis_bench.py`'s question once.
+`export` is not in the answer cache (it writes a directory): its warm runs read the
+entry. `report`'s page is compared without its time of writing (a repeat writes the
+kept page, made the minute of the first); `export`'s Parquet by its row count and a hash
+of its rows.
 
 Ratios are DuckDB direct's time over ours, per round, then the median (≥ 1: ours is
 faster). Targets (printed, not asserted): cold ≥ 0.95, a repeated question ≥ 10. Every

@@ -56,10 +56,11 @@ def forge(path: Path, stdout: bytes, meta_change: dict[str, object] | None = Non
     data = path.read_bytes()
     parsed = answers._parse(data)
     assert parsed is not None
-    meta, _, err = parsed
+    meta, _, err, files = parsed
     meta.update(meta_change or {})
     meta["stdout"] = len(stdout)
     body = answers.FORMAT + json.dumps(meta, separators=(",", ":")).encode() + b"\n" + stdout + err
+    body += b"".join(data for _, data in files)
     path.write_bytes(body + hashlib.blake2b(body, digest_size=32).hexdigest().encode() + b"\n")
 
 
@@ -85,6 +86,38 @@ def test_a_repeat_is_answered_from_its_answer_the_same_bytes(
     assert cold == want and warm == want
     forge(kept, FORGED)
     assert run(*args)[1] == FORGED  # it was the kept answer that was printed
+
+
+def test_a_repeated_report_writes_the_page_it_wrote_first(
+    rec: Path, records_cache: Path, tmp_path: Path
+) -> None:
+    """`report`'s answer is its page too: written again, whole, where the command line says
+    (relative to its directory), with what it printed."""
+    page = tmp_path / "out" / "r.html"
+    page.parent.mkdir()
+    args = ("report", rec, "-o", "r.html")
+    first = run(*args, cwd=page.parent)
+    assert first[0] == 0, first
+    made = page.read_bytes()
+    (kept,) = answer_files(records_cache)
+    page.unlink()
+    assert run(*args, cwd=page.parent) == first
+    assert page.read_bytes() == made
+    # It was the kept page that was written: a forged one is what comes out.
+    data = kept.read_bytes()
+    parsed = answers._parse(data)
+    assert parsed is not None
+    meta, out, err, files = parsed
+    assert [name for name, _ in files] == [str(page)]
+    meta["files"] = [[str(page), len(b"forged page")]]
+    body = answers.FORMAT + json.dumps(meta).encode() + b"\n" + out + err + b"forged page"
+    kept.write_bytes(body + hashlib.blake2b(body, digest_size=32).hexdigest().encode() + b"\n")
+    assert run(*args, cwd=page.parent) == first
+    assert page.read_bytes() == b"forged page"
+    # Elsewhere, the same command line writes its own page: the directory is in the key.
+    (tmp_path / "elsewhere").mkdir()
+    assert run(*args, cwd=tmp_path / "elsewhere")[0] == 0
+    assert (tmp_path / "elsewhere" / "r.html").read_bytes().startswith(b"<!")
 
 
 def test_status_and_stderr_are_kept_with_the_answer(records_cache: Path, tmp_path: Path) -> None:
@@ -174,7 +207,7 @@ def test_a_damaged_answer_is_removed_and_the_command_runs(
     assert run(*args) == want
     (again,) = answer_files(records_cache)
     kept_anew = answers._parse(again.read_bytes())  # whole again
-    assert kept_anew is not None and kept_anew[1:] == (want[1], want[2])
+    assert kept_anew is not None and kept_anew[1:3] == (want[1], want[2])
 
 
 def test_an_unwritable_cache_means_one_warning_and_the_same_answer(tmp_path: Path) -> None:
