@@ -437,9 +437,9 @@ def retries(reading: Reading, by: tuple[str, ...]) -> None:
     columns = tuple(dict.fromkeys((*RETRY_COLUMNS, *AFTERMATH_COLUMNS)))
     with loaded(reading, columns, shared=True) as (engine, report):
         figs = retries_mod.all_figures(engine, by, reading.filters)
-        found = forensics.aftermaths(engine, base(reading.filters), reading.filters)
+        stalls = forensics.stall_groups(engine, base(reading.filters), by)
     figs = {g: f for g, f in figs.items() if f[0].value}
-    retries_mod.add_stalls(figs, found, by)
+    retries_mod.add_stalls(figs, stalls)
     if not figs:
         write(reading, retries_mod.headers(by), [])
         nothing_matched(reading, report, "request")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from mcp_layers_core.record import Kind, StreamEnd
 
@@ -227,10 +227,27 @@ def with_waits(found: Sequence[Aftermath], silences: Sequence[Silence]) -> list[
     return out
 
 
-def stall_figures(found: list[Aftermath]) -> tuple[int, int, int | None]:
-    """(incidents, stalls, longest silence in ms) of some incidents."""
-    silences = [a.silence_ms for a in found if a.silence_ms is not None]
-    return len(found), sum(a.stalled for a in found), max(silences, default=None)
+#: `--by` dimension -> the column of `aftermath_sql` holding it (`Aftermath`'s field).
+_BY_COLUMN: Final = {"client": "client", "version": "pv", "scenario": "scenario"}
+
+
+def stall_groups(
+    engine: Engine, base_cte: str, by: Sequence[str]
+) -> dict[tuple[Any, ...], tuple[int, int, int | None]]:
+    """Per `--by` group: (incidents, stalls, longest silence in ms), counted by DuckDB, so
+    that a recording of millions of incidents is not held to count them (`Aftermath`'s
+    `stalled` and `silence_ms`, in SQL). DuckDB only, as `aftermaths`."""
+    if engine.dialect != "duckdb":
+        return {}
+    keys = ", ".join(_BY_COLUMN[d] for d in by)
+    silence = "CASE WHEN next_id IS NOT NULL THEN gap_ms ELSE left_ms END"
+    rows = engine.rows(
+        f"SELECT {keys + ', ' if keys else ''}count(*), count(*) FILTER "
+        f"(WHERE {silence} >= {STALL_MS}), max({silence})\n"
+        f"FROM ({aftermath_sql(base_cte)})\n"
+        f"GROUP BY ALL"
+    )
+    return {tuple(row[: len(by)]): (int(row[-3]), int(row[-2]), row[-1]) for row in rows}
 
 
 def aftermaths(

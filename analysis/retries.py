@@ -199,23 +199,14 @@ def all_figures(
     }
 
 
-#: `--by` dimension -> the `forensics.Aftermath` attribute holding it.
-_AFTERMATH_DIMENSION: Final = {"client": "client", "version": "version", "scenario": "scenario"}
-
-
 def add_stalls(
     figs: dict[tuple[Any, ...], list[Figure]],
-    found: Sequence[forensics.Aftermath],
-    by: Sequence[str],
+    groups: dict[tuple[Any, ...], tuple[int, int, int | None]],
 ) -> None:
     """Hang forensics, in the groups where a client went silent after a failure or a cut
-    stream: how often, and the longest silence (groups without a stall get no rows)."""
-    groups: dict[tuple[Any, ...], list[forensics.Aftermath]] = {}
-    for a in found:
-        key = tuple(getattr(a, _AFTERMATH_DIMENSION[d]) for d in by)
-        groups.setdefault(key, []).append(a)
-    for key, incidents in groups.items():
-        count, stalls, longest = forensics.stall_figures(incidents)
+    stream: how often, and the longest silence (groups without a stall get no rows).
+    `groups`: `forensics.stall_groups`."""
+    for key, (count, stalls, longest) in groups.items():
         if not stalls or key not in figs:
             continue
         figs[key] += [
