@@ -5,7 +5,9 @@ The records cache (cache.py) makes a question cheap to compute; this makes a rep
 cost no more than Python's start-up. It sits in front of the CLI (launch.py): the command
 line is looked up, and when its answer is there and still true it is printed as it was
 (stdout, stderr, exit status; for `report`, the page it wrote, written again, so the page
-says the minute it was first made) and nothing else runs. Otherwise the command runs as always
+says the minute it was first made) and nothing else runs. `export`'s Parquet files are
+not kept: its answer holds only while each file it wrote is still there as it was left
+(`fingerprint`), when writing them again would change nothing. Otherwise the command runs as always
 with its output copied on the way out, and afterwards kept as an answer when it read its
 inputs from disk with DuckDB and the cache on, and exited 0, 1 or 3.
 
@@ -33,10 +35,21 @@ import sys
 from collections.abc import Sequence
 from typing import Any, BinaryIO, Final
 
-#: The commands whose answer is their output, and for `report` the page it wrote (no
-#: server started, no other file written).
+#: The commands whose answer is their output; for `report` also the page it wrote, and
+#: for `export` the files it wrote, found again as they were left (no server started).
 ANSWERED: Final = frozenset(
-    {"summary", "retries", "compare", "sessions", "show", "verdicts", "hangs", "query", "report"}
+    {
+        "summary",
+        "retries",
+        "compare",
+        "sessions",
+        "show",
+        "verdicts",
+        "hangs",
+        "query",
+        "report",
+        "export",
+    }
 )
 
 #: An answer's file name ends so.
@@ -137,7 +150,7 @@ def replay(argv: Sequence[str]) -> int | None:
         _remove(path)
         return None
     meta, out, err, files = parsed
-    if not _still_true(meta):
+    if not _still_true(meta) or not _still_there(meta):
         return None  # an older answer: the new one will replace it
     try:
         for name, data in files:
@@ -222,6 +235,14 @@ def _still_true(meta: dict[str, Any]) -> bool:
         return False
 
 
+def _still_there(meta: dict[str, Any]) -> bool:
+    """The files the command left (`export`'s) are as it left them."""
+    try:
+        return all(fingerprint(name) == fp for name, fp in meta["left"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+
+
 def _sources(paths: Sequence[str]) -> list[tuple[str, str]] | None:
     """The inputs `paths` name now, as (real path, name): the files named, or when one is a
     directory or a glob, what inputs.expand finds; None when one cannot be read."""
@@ -289,7 +310,8 @@ class _Recording:
         self.argv = list(argv)
         self.paths: list[str] | None = None
         self.sources: list[tuple[str, str]] = []
-        self.written: list[str] = []  # files the command wrote, absolute
+        self.written: list[str] = []  # files the command wrote, kept, absolute
+        self.left: list[str] = []  # files it wrote, found again on replay, absolute
         self.tees: list[_Tee] = []
         self.originals: list[Any] = []
         self.interrupted = False
@@ -356,6 +378,13 @@ def note_written(path: str) -> None:
         _current.written.append(os.path.abspath(path))
 
 
+def note_left(path: str) -> None:
+    """The command wrote the file at `path` (one of `export`'s), too large to keep: its
+    answer holds while the file is still as it was left."""
+    if _current is not None:
+        _current.left.append(os.path.abspath(path))
+
+
 def finish(status: object) -> None:
     """The run ended with exit `status`: its output restored to the real streams, and kept
     as the answer when it is one."""
@@ -379,6 +408,7 @@ def finish(status: object) -> None:
             "stdout": len(rec.tees[0].kept),
             "stderr": len(rec.tees[1].kept),
             "files": [[name, len(data)] for name, data in files],
+            "left": [[name, fingerprint(name)] for name in rec.left],
         }
     except OSError:
         return  # an input gone meanwhile, or a page too large to keep

@@ -1019,7 +1019,8 @@ def export(reading: Reading, directory: str | None, otlp_json: str | None) -> No
 
 def _export_parquet(reading: Reading, directory: str) -> None:
     with loaded(reading, shared=True) as (engine, report):
-        engine.export_parquet(directory)
+        for written in engine.export_parquet(directory):
+            answers.note_left(str(written))
     _warn(f"mcp-layers: {report.records} records written to {directory}")
     if not report.records:
         raise SystemExit(ExitStatus.NOTHING_MATCHED)

@@ -337,20 +337,23 @@ class DuckEngine:
 
         return self._run(fetch)
 
-    def export_parquet(self, directory: str) -> None:
+    def export_parquet(self, directory: str) -> list[Path]:
         """The records table as Parquet files under `directory`, one folder per day
-        (`day=2026-11-30/data_0.parquet`, as a partitioned COPY names them).
+        (`day=2026-11-30/data_0.parquet`, as a partitioned COPY names them): their paths.
 
         One plain COPY per day rather than one COPY partitioned by day: the partitioned
         writer buffers its partitions in memory, and beside the records table (three
         quarters of the 1 GB limit at 1M records) it spilled, 30 s where these take 5."""
+        written: list[Path] = []
         for (day,) in self.rows(f"SELECT DISTINCT {DAY} FROM {TABLE} ORDER BY 1"):
             folder = Path(directory) / f"day={day}"
             folder.mkdir(parents=True, exist_ok=True)
+            written.append(folder / "data_0.parquet")
             self.rows(
                 f"COPY (SELECT * FROM {TABLE} WHERE {DAY} = {_quote(day)}) "
-                f"TO {_quote(folder / 'data_0.parquet')} (FORMAT parquet)"
+                f"TO {_quote(written[-1])} (FORMAT parquet)"
             )
+        return written
 
     # ----------------------------------------------------------------- the records cache
 

@@ -122,10 +122,12 @@ class SparkEngine:
         except Exception as exc:  # the JVM's errors, as Python sees them
             raise AnalysisError(f"Spark query failed: {str(exc).splitlines()[0]}") from None
 
-    def export_parquet(self, directory: str) -> None:
-        """The records as Parquet under `directory`, one folder per day."""
+    def export_parquet(self, directory: str) -> list[Path]:
+        """The records as Parquet under `directory`, one folder per day. Spark names its
+        files itself: none is returned (a Spark command is never kept as an answer)."""
         df = self.spark.sql(translate(f"SELECT *, {DAY} AS day FROM {TABLE}", "spark"))
         df.write.mode("append").partitionBy("day").parquet(directory)
+        return []
 
     def rows(self, sql: str) -> list[Row]:
         text = translate(sql, "spark")

@@ -30,12 +30,13 @@ many statements (`verdicts`, `retries`, `compare`, `hangs`, `show`), every
 statement the command sent DuckDB, in order (traced once from the command itself,
 untimed: `sql_trace.py`), over a table (or view) of the columns it read
 (`duckdb_replay.py`); for `export`, one `COPY … PARTITION_BY (day)` of every record with
-its `_src` and `_seq`. `report` is against `summary`'s SQL: its statements run over a
-sample of the records it builds itself. jq answers `analysis_bench.py`'s question once.
-`export` is not in the answer cache (it writes a directory): its warm runs read the
-entry. `report`'s page is compared without its time of writing (a repeat writes the
-kept page, made the minute of the first); `export`'s Parquet by its row count and a hash
-of its rows.
+its `_src` and `_seq`; for `report`, every statement it sent its connection, its reading
+of the inputs and the sample tables it builds included (`duckdb_replay.py --verbatim`:
+DuckDB without our Python). jq answers `analysis_bench.py`'s question once.
+`export`'s answer is its message, held while the Parquet files it wrote are still as it
+left them (its repeat finds them so); `warm-other` drops the answer and reads the entry.
+`report`'s page is compared without its time of writing (a repeat writes the kept page,
+made the minute of the first); `export`'s Parquet by its row count and a hash of its rows.
 
 Ratios are DuckDB direct's time over ours, per round, then the median (≥ 1: ours is
 faster). Targets (printed, not asserted): cold ≥ 0.95, a repeated question ≥ 10. Every
@@ -193,9 +194,9 @@ def wait_for_build(where: os.PathLike[str] | str) -> tuple[float, float]:
     return time.perf_counter() - start, peak / 1024
 
 
-def trace(command: str, path: Path, session: str, log: Path) -> None:
+def trace(command: str, path: Path, session: str, log: Path, *extra: str) -> None:
     """What `command` asks DuckDB of `path`, written to `log` (`sql_trace.py`)."""
-    argv = [command, *([session] if command == "show" else []), str(path), "--no-cache"]
+    argv = [command, *([session] if command == "show" else []), str(path), *extra, "--no-cache"]
     subprocess.run(
         [sys.executable, str(HERE / "sql_trace.py"), str(log), *argv],
         stdout=subprocess.DEVNULL,
@@ -266,6 +267,13 @@ def bench(
                 f"duckdb direct (statements of {command})",
                 [py, str(HERE / "duckdb_replay.py"), str(path), str(log)],
             )
+    if "report" in commands:  # its statements, its own reading and tables included
+        log = spool / "report.sql.jsonl"
+        trace("report", path, session, log, "-o", str(spool / "traced.html"))
+        direct["report"] = Contender(
+            "duckdb direct (report's statements)",
+            [py, str(HERE / "duckdb_replay.py"), "--verbatim", str(log)],
+        )
     direct["export"] = Contender(
         "duckdb direct (COPY … PARTITION_BY)",
         [py, "-c", DUCKDB_EXPORT, str(path), columns, str(spool / "direct-parquet")],
@@ -286,9 +294,11 @@ def bench(
         elif command == "export":
             pq = spool / "parquet"
             argv += [str(path), "--parquet", str(pq)]
-            # Emptied first (a few files: inside the timed run), else the Parquet files
-            # left by the run before would be read with the new ones.
-            argv = ["sh", "-c", 'rm -rf "$0" && exec "$@"', str(pq), *argv]
+            if how == "no-cache":
+                # Emptied first, in each round's first run (inside the timed run: a few
+                # files). The others write the same files again, or find them as they
+                # were left (the repeat's answer): the same directory, as a user's.
+                argv = ["sh", "-c", 'rm -rf "$0" && exec "$@"', str(pq), *argv]
             parse = functools.partial(parquet_digest, pq)
         else:
             argv += [str(path), "--format", "json"]

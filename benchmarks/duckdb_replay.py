@@ -3,6 +3,10 @@ JSONL read with the columns the command read, as a table when it read them into 
 view), with the reader's `_src` and `_seq`; then every statement, its rows fetched.
 
     python benchmarks/duckdb_replay.py rec.jsonl LOG
+    python benchmarks/duckdb_replay.py --verbatim LOG
+
+`--verbatim`: every statement the command sent its connection, as it sent them (its own
+reading of the inputs, the tables `report` builds): DuckDB without our Python around it.
 
 Plain `duckdb` and the standard library only: what a user asking DuckDB the same questions
 would run. Prints how many rows the statements returned.
@@ -16,6 +20,14 @@ import duckdb
 path, log = sys.argv[1].replace("'", "''"), sys.argv[2]
 with open(log, encoding="utf-8") as f:
     entries = [json.loads(line) for line in f]
+if sys.argv[1] == "--verbatim":
+    con = duckdb.connect()
+    for e in entries:
+        if "raw" in e:
+            cur = con.execute(e["raw"])
+            if cur.description:
+                cur.fetchall()
+    sys.exit(0)
 load = next(e["load"] for e in entries if "load" in e)
 columns = "{" + ", ".join(f"'{n}': '{t}'" for n, t in load["columns"].items()) + "}"
 con = duckdb.connect()

@@ -5,8 +5,10 @@ table (`load`), then every statement, in order.
     python benchmarks/sql_trace.py LOG verdicts rec.jsonl --no-cache
 
 The log is JSON lines: {"load": {"columns": {name: type}, "shared": bool}}, then
-{"sql": "..."} per statement. Run with `--no-cache`: from a cache entry the statements
-are the same, the table they read is not.
+{"sql": "..."} per query; and {"raw": "..."} for every statement the command sent its
+connection, its reading of the inputs included (`duckdb_replay.py --verbatim` runs
+those, for `report`, which builds tables of its own). Run with `--no-cache`: from a cache
+entry the statements are the same, the table they read is not.
 """
 
 from __future__ import annotations
@@ -29,6 +31,24 @@ def main(log_path: str, argv: list[str]) -> None:
         log.flush()
 
     load, rows, table = duck.DuckEngine.load, duck.DuckEngine.rows, duck.DuckEngine.table
+    init = duck.DuckEngine.__init__
+
+    class Connection:
+        """The engine's connection, every statement written down on its way."""
+
+        def __init__(self, con: Any) -> None:
+            self.con = con
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            note({"raw": sql})
+            return self.con.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.con, name)
+
+    def traced_init(self: duck.DuckEngine, **kwargs: Any) -> None:
+        init(self, **kwargs)
+        self.con = Connection(self.con)  # type: ignore[assignment]
 
     def traced_load(
         self: duck.DuckEngine,
@@ -50,6 +70,7 @@ def main(log_path: str, argv: list[str]) -> None:
         note({"sql": sql})
         return table(self, sql)
 
+    duck.DuckEngine.__init__ = traced_init  # type: ignore[method-assign]
     duck.DuckEngine.load = traced_load  # type: ignore[method-assign]
     duck.DuckEngine.rows = traced_rows  # type: ignore[method-assign]
     duck.DuckEngine.table = traced_table  # type: ignore[method-assign]

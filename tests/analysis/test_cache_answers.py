@@ -120,6 +120,30 @@ def test_a_repeated_report_writes_the_page_it_wrote_first(
     assert (tmp_path / "elsewhere" / "r.html").read_bytes().startswith(b"<!")
 
 
+def test_a_repeated_export_is_answered_while_its_files_are_as_it_left_them(
+    rec: Path, records_cache: Path, tmp_path: Path
+) -> None:
+    """`export --parquet`'s files are not kept (they may be large): the same command line
+    is answered only while each file it wrote is still there as it was left, when writing
+    them again would change nothing. A file changed or gone: the export runs again."""
+    out = tmp_path / "pq"
+    args = ("export", "--parquet", out, rec)
+    first = run(*args)
+    assert first[0] == 0, first
+    (written,) = out.glob("day=*/*.parquet")
+    (kept,) = answer_files(records_cache)
+    left = (written.stat().st_mtime_ns, written.read_bytes())
+    assert run(*args) == first
+    assert (written.stat().st_mtime_ns, written.read_bytes()) == left  # not written again
+    assert answer_files(records_cache) == [kept]
+    written.write_bytes(b"not parquet any more")
+    assert run(*args) == first
+    assert written.read_bytes() == left[1]  # written again
+    shutil.rmtree(out)
+    assert run(*args) == first
+    assert written.read_bytes() == left[1]
+
+
 def test_status_and_stderr_are_kept_with_the_answer(records_cache: Path, tmp_path: Path) -> None:
     """Exit 1 (nothing matched) and the bad-line report on stderr, as the first time."""
     bad = tmp_path / "t.jsonl"
