@@ -97,7 +97,9 @@ SELECT a.src, a.id, a.kind, a.outcome, a.sse."end" AS how,
   coalesce(list_contains(n.requestHeaders, 'last-event-id'), FALSE) AS next_lei,
   n.t0 - a.te AS gap_ms,
   e.left_how, e.left_ms, f.ids AS in_flight,
-  a.client, a.pv, a.scenario, c.cancel_id, c.cancel_ms, a.te AS te
+  a.client, a.pv, a.scenario, c.cancel_id, c.cancel_ms, a.te AS te,
+  -- the client's silence: until its next move, else until the session ended
+  CASE WHEN n.id IS NOT NULL THEN n.t0 - a.te ELSE e.left_ms END AS silence_ms
 FROM incident a
 JOIN nexts x ON x.src = a.src AND x.seq = a.seq
 LEFT JOIN move n ON n.src = a.src
@@ -132,18 +134,16 @@ class Aftermath:
     cancel_ms: int | None
     #: When the incident ended for the client, epoch ms.
     te: int | None = None
+    #: How long the client said nothing after it: until its next move (`gap_ms`), else
+    #: until the session ended (`left_ms`).
+    silence_ms: int | None = None
     #: Who was waited on through a stall after it, and for how long: (party, ms) in the
     #: order first waited on (`with_waits`, from `hangs`' silences).
     waits: tuple[tuple[str, int], ...] = ()
 
     @property
     def stalled(self) -> bool:
-        silence = self.gap_ms if self.next_id is not None else self.left_ms
-        return silence is not None and silence >= STALL_MS
-
-    @property
-    def silence_ms(self) -> int | None:
-        return self.gap_ms if self.next_id is not None else self.left_ms
+        return self.silence_ms is not None and self.silence_ms >= STALL_MS
 
     def incident(self) -> str:
         if self.kind == Kind.STREAM:
@@ -235,15 +235,14 @@ def stall_groups(
     engine: Engine, base_cte: str, by: Sequence[str]
 ) -> dict[tuple[Any, ...], tuple[int, int, int | None]]:
     """Per `--by` group: (incidents, stalls, longest silence in ms), counted by DuckDB, so
-    that a recording of millions of incidents is not held to count them (`Aftermath`'s
-    `stalled` and `silence_ms`, in SQL). DuckDB only, as `aftermaths`."""
+    that a recording of millions of incidents is not held to count them (a stall as
+    `Aftermath.stalled` has it). DuckDB only, as `aftermaths`."""
     if engine.dialect != "duckdb":
         return {}
     keys = ", ".join(_BY_COLUMN[d] for d in by)
-    silence = "CASE WHEN next_id IS NOT NULL THEN gap_ms ELSE left_ms END"
     rows = engine.rows(
         f"SELECT {keys + ', ' if keys else ''}count(*), count(*) FILTER "
-        f"(WHERE {silence} >= {STALL_MS}), max({silence})\n"
+        f"(WHERE silence_ms >= {STALL_MS}), max(silence_ms)\n"
         f"FROM ({aftermath_sql(base_cte)})\n"
         f"GROUP BY ALL"
     )
