@@ -37,7 +37,7 @@ from .filters import Filters
 from .load import Engine
 from .queries import matched
 from .render import Cell, Seconds
-from .table import SEQUENCE, SOURCE, TABLE
+from .table import SOURCE, TABLE
 from .terms import sql, sql_in
 
 #: A silence this long is a stall, here and in the forensics after an incident.
@@ -83,7 +83,7 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
     spanned it, and the last model turn before it."""
     subscription = f"list_contains(coalesce(notes, []), {sql(NoteCode.SUBSCRIPTION)})"
     return f"""WITH r AS (
-  SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, method, tool, outcome, sse,
+  SELECT {SOURCE} AS src, id, kind, method, tool, outcome, sse,
     modelTurn, endReason, notes, lastEventMs,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1
@@ -101,13 +101,16 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
     SELECT src, t, lead(t) OVER (PARTITION BY src ORDER BY t) AS nt FROM moments)
   WHERE nt - t >= {min_ms}
 ), flight AS (
+  -- Spans started in the same millisecond come in the order they were sent (the record
+  -- id). Input order (`_seq`) would number every record first, a window over the whole
+  -- input: at 4M records the command took 23.2 s with it and 14.1 s without.
   SELECT g.src, g.a, g.b,
     list(struct_pack(id := f.id, kind := f.kind, method := f.method, tool := f.tool,
       outcome := f.outcome, events := f.sse.events, final := f.sse.final,
       last_event := f.lastEventMs,
       provider := f.modelTurn.provider, model := f.modelTurn.model,
       complete := f.modelTurn.complete, ttft := f.modelTurn.ttftMs,
-      started := f.t0) ORDER BY f.t0, f.seq) AS spans
+      started := f.t0) ORDER BY f.t0, f.id, f.t1, f.kind, f.method, f.tool) AS spans
   FROM gaps g JOIN r f ON f.src = g.src AND f.kind IN {sql_in(Kind.REQUEST, Kind.MODEL_TURN)}
     AND f.t0 <= g.a AND f.t1 >= g.b AND NOT {subscription.replace("notes", "f.notes")}
   GROUP BY g.src, g.a, g.b
