@@ -328,3 +328,68 @@ def test_the_spool_gives_back_what_the_recorder_has_read(tmp_path: Path) -> None
     if held >= written:
         pytest.skip("this file system cannot punch holes (the spool grows until the run ends)")
     assert held <= w.SPOOL_TRIM_BYTES + (1 << 20)
+
+
+class Ringing(w.Feed):
+    """A `Feed` that counts the wake-ups it sends."""
+
+    rings = 0
+
+    def _ring(self) -> None:
+        self.rings += 1
+        super()._ring()
+
+
+def shared_spool(directory: Path) -> tuple[Ringing, Iterator[tuple[bytes, int, float, bytes]]]:
+    """A spool as the wrapper and its recorder share it (the position and sleep page)."""
+    spool = w.Spool(str(directory))
+    feed = Ringing(spool.fd, spool.wake_w, spool.read, spool.done_w)
+    return feed, w.frames(os.dup(spool.fd), spool.wake_r, spool.read, spool.done_r)
+
+
+def test_a_recorder_that_is_awake_is_not_woken(tmp_path: Path) -> None:
+    """Only a sleeping recorder costs the pumps a wake-up: an awake one reads the spool
+    again before it sleeps."""
+    feed, _frames = shared_spool(tmp_path)
+    assert feed.read is not None
+    feed.send(b"c", 0, 0.0, b"{}\n")
+    assert feed.rings == 0
+    feed.read[w.ASLEEP] = 1
+    feed.send(b"c", 3, 0.0, b"{}\n")
+    assert feed.rings == 1
+    feed.close()
+
+
+def test_frames_in_a_flow_are_read_in_batches_and_none_waits_long(tmp_path: Path) -> None:
+    """Messages 1 ms apart for half a second: the recorder dozes between batches, so the
+    pumps wake it a few times at most, not once a message; and a message sent after a
+    silence, to a recorder asleep, is read at once."""
+    feed, frames = shared_spool(tmp_path)
+    seen: list[tuple[int, float]] = []
+
+    def run() -> None:
+        for _kind, offset, ts, _data in frames:
+            seen.append((offset, time.time() - ts))
+
+    recorder = threading.Thread(target=run)
+    recorder.start()
+    n = 500
+    for i in range(n):
+        feed.send(b"c", i, time.time(), b"{}\n")
+        time.sleep(0.001)
+    assert feed.rings <= 5, feed.rings
+    assert feed.read is not None
+    deadline = time.monotonic() + 10
+    while not feed.read[w.ASLEEP] and time.monotonic() < deadline:
+        time.sleep(w.DOZE_S)  # a doze that finds nothing, then sleep
+    assert feed.read[w.ASLEEP]
+    time.sleep(0.05)  # the last look, then the wait for a wake-up
+    before = feed.rings
+    feed.send(b"c", n, time.time(), b"{}\n")
+    feed.close()
+    recorder.join(10)
+    assert not recorder.is_alive()
+    assert [offset for offset, _ in seen] == list(range(n + 1))
+    assert feed.rings == before + 1  # asleep: woken for the last message
+    assert seen[-1][1] < w.SLEEP_S / 2  # read on the wake-up, not at the next look
+    assert max(lag for _, lag in seen) < 0.5  # a batch follows its messages closely
