@@ -1198,7 +1198,7 @@ def frames(
             if len(buf) - i - size < n:
                 break  # the rest of this frame is still being written
             if not pause.ended and clock() - ts > LAG_S:
-                pause.wait(start + i)  # behind the traffic: let it pass first
+                pause.wait(start + i, start + len(buf))  # behind the traffic: let it pass
             yield kind, offset, ts, bytes(buf[i + size : i + size + n])
             i += size + n
         del buf[:i]
@@ -1265,9 +1265,12 @@ class Pause:
         self.done = done
         self.ended = False
 
-    def wait(self, position: int) -> None:
-        """Read nothing from `position` on while copies come."""
+    def wait(self, position: int, read: int) -> None:
+        """Read nothing from `position` on while copies come. `read`: where the reading of
+        the spool has got to; if none came past it, no traffic is waiting on the CPU."""
         size = os.fstat(self.spool).st_size
+        if size <= read:
+            return
         while size - position < SPOOL_DEFER_BYTES:
             if self.done is None:
                 time.sleep(QUIET_S)
