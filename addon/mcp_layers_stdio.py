@@ -395,6 +395,7 @@ class Feed:
         self.read = read
         self.end = 0  # where the next frame goes
         self.bound = SPOOL_MAX_BYTES  # no need to look at `read` before this
+        self.rung = 0  # where the spool ended at the last wake-up sent
         self.lock = threading.Lock()
         self.open = True
 
@@ -456,11 +457,14 @@ class Feed:
 
     def _wake(self) -> None:
         """After a frame: the recorder is woken only if it sleeps (`Idle`). Awake, it reads
-        the spool again before it sleeps, and sees this frame."""
-        if self.read is None or self.read[ASLEEP]:
+        the spool again before it sleeps, and sees this frame. Every `SPOOL_TRIM_BYTES`
+        it is rung anyway: a recorder that died awake (killed, or an error) is found by
+        the broken pipe, and the copies stop, before they fill the disk."""
+        if self.read is None or self.read[ASLEEP] or self.end - self.rung >= SPOOL_TRIM_BYTES:
             self._ring()
 
     def _ring(self) -> None:
+        self.rung = self.end
         try:
             os.write(self.wake, b"\0")
         except BlockingIOError:
@@ -1197,7 +1201,7 @@ def frames(
             kind, offset, ts, n = unpack(buf[i : i + size])
             if len(buf) - i - size < n:
                 break  # the rest of this frame is still being written
-            if not pause.ended and clock() - ts > LAG_S:
+            if ts and not pause.ended and clock() - ts > LAG_S:  # (a control frame: 0)
                 pause.wait(start + i, start + len(buf))  # behind the traffic: let it pass
             yield kind, offset, ts, bytes(buf[i + size : i + size + n])
             i += size + n
@@ -1264,23 +1268,28 @@ class Pause:
         self.spool = spool
         self.done = done
         self.ended = False
+        self.seen = 0  # the spool's size when it was last looked at here
 
     def wait(self, position: int, read: int) -> None:
         """Read nothing from `position` on while copies come. `read`: where the reading of
-        the spool has got to; if none came past it, no traffic is waiting on the CPU."""
+        the spool has got to. If none came past it, or since the last look here (the
+        frames read meanwhile are old ones), no traffic is waiting on the CPU."""
         size = os.fstat(self.spool).st_size
-        if size <= read:
-            return
-        while size - position < SPOOL_DEFER_BYTES:
-            if self.done is None:
-                time.sleep(QUIET_S)
-            elif self.select([self.done], [], [], QUIET_S)[0]:
-                self.ended = True  # every frame is written
+        try:
+            if size <= max(read, self.seen):
                 return
-            grown = os.fstat(self.spool).st_size
-            if grown == size:
-                return  # none came for `QUIET_S`: read now
-            size = grown
+            while size - position < SPOOL_DEFER_BYTES:
+                if self.done is None:
+                    time.sleep(QUIET_S)
+                elif self.select([self.done], [], [], QUIET_S)[0]:
+                    self.ended = True  # every frame is written
+                    return
+                grown = os.fstat(self.spool).st_size
+                if grown == size:
+                    return  # none came for `QUIET_S`: read now
+                size = grown
+        finally:
+            self.seen = size
 
 
 class Trim:
