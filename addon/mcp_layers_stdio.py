@@ -135,8 +135,11 @@ ASLEEP: Final = POSITION.size
 
 #: Having read some copies, the recorder looks for more this much later (unless woken):
 #: while traffic flows it reads it in batches, and no message costs the pumps a wake-up
-#: (measured on a ping-pong, 3 x 3,000 round trips: a wake-up a message added 37 to 65 µs
-#: to a round trip, none 7 to 14 µs). Records follow their messages by at most this much.
+#: (a system call, and the recorder scheduled once a message). Records follow their
+#: messages by at most this much. Measured on a ping-pong (benchmarks/README.md): a short
+#: burst gained most (+6 µs a message, 2 x 500 round trips); a sustained one, where the
+#: recorder's parsing takes most of the second core either way, little (+50 to +60 µs
+#: against +61, 3 x 3,000).
 DOZE_S: Final = 0.01
 
 #: The longest the recorder sleeps without a wake-up before it looks at the spool anyway:
