@@ -25,6 +25,6 @@ docs:
 
 # The client lab: real coding agents (pinned, about 3.3 GB installed once) against injected
 # faults, offline; writes the retry matrix to lab/MATRIX.md (docs/lab.md). Two runs at a
-# time: about 2.5 hours from an empty cache, installs included (mcp_layers_lab.FULL_PASS).
+# time: about 2 hours from an empty cache, installs included (mcp_layers_lab.FULL_PASS).
 lab:
 	@py=$$(scripts/bootstrap) && $$py -m mcp_layers_lab --all --jobs 2

@@ -10,9 +10,7 @@ from typing import Final
 #: with Cline, 434M, and Droid, 243M, whose installs took 30 s and 7 s).
 INSTALLED_SIZE: Final = "about 3.3 GB"
 #: `python -m mcp_layers_lab --all --jobs 2` (what `make lab` runs) on 2 cores, from an
-#: empty cache: the installs included. Estimated from the 2026-12-03 pass of all 24
-#: entries (696 runs): the installs took 18 minutes, the runs' own durations add up to
-#: about 4 hours (a hung or cut answer waits out a client's timeout), two at a time about
-#: 2 hours. That pass ran three processes side by side on a loaded machine, so it is not
-#: a measurement of `make lab` itself (docs/lab.md, "CI and cost").
-FULL_PASS: Final = "about 2.5 hours"
+#: empty cache: the installs included. Timed on 2026-12-03: `make lab` with every client
+#: installed ran all 24 entries (696 runs) in 96 minutes, and the installs took 18
+#: minutes that morning: 114 minutes (docs/lab.md, "CI and cost").
+FULL_PASS: Final = "about 2 hours"
