@@ -32,12 +32,12 @@ The spool is a file, not a pipe, so that the bytes never wait for the recorder: 
 fills when the recorder is behind, and a flood would go at the recorder's pace (about
 12,500 lines a second on two cores), while a file takes the copies at the speed of the
 page cache. The recorder reads behind the pumps (in batches while traffic flows, woken
-through a pipe only from sleep: `Idle`), pauses
-while the traffic outpaces it (`Pause`), returns the space it has read to the file
-system (`FALLOC_FL_PUNCH_HOLE`), and runs at a low priority; only `SPOOL_MAX_BYTES`
-behind do the pumps wait for it. The file is unlinked at once (`O_TMPFILE` where the
-file system has it), in the record directory (a disk the user chose, not /tmp's memory):
-nothing is left behind.
+through a pipe only from sleep: `Idle`), pauses while the traffic outpaces it or its
+parsing takes a core's share the traffic needs (`Pause`, `Busy`), returns the space it
+has read to the file system (`FALLOC_FL_PUNCH_HOLE`), and runs at a low priority; only
+`SPOOL_MAX_BYTES` behind do the pumps wait for it. The file is unlinked at once
+(`O_TMPFILE` where the file system has it), in the record directory (a disk the user
+chose, not /tmp's memory): nothing is left behind.
 
 The main thread waits for the server, forwards SIGTERM, SIGINT and SIGHUP to it, and exits
 as it did: its exit code, or its signal raised again on the wrapper (128+N where that is
@@ -102,10 +102,20 @@ SPOOL_TRIM_BYTES: Final = 8 << 20
 #: (measured on two cores: a TypeScript SDK server answered 30 % fewer pipelined calls a
 #: second with the recorder parsing meanwhile, even at the lowest priority, and as many
 #: without; its answers come in bursts with gaps of more than 10 ms). A recorder that
-#: keeps up never pauses: its records follow the messages at once.
+#: keeps up pauses only when busy (`BUSY_SHARE`); otherwise its records follow the
+#: messages at once.
 LAG_S: Final = 0.05
 QUIET_S: Final = 0.1
 SPOOL_DEFER_BYTES: Final = 64 << 20
+
+#: A recorder that keeps up can still take the CPU the traffic needs: on a sustained
+#: ping-pong (each message answered at once, never `LAG_S` behind) its parsing took a
+#: core's share from the client and the server, +50 to +122 µs a message on two cores.
+#: So it also yields (`Pause`) once it has used more than `BUSY_SHARE` of a core over a
+#: window of `BUSY_WINDOW_S` (`Busy`): its records then wait for a pause in the traffic.
+#: A burst too short to fill the window is recorded at once.
+BUSY_WINDOW_S: Final = 0.05
+BUSY_SHARE: Final = 0.25
 
 #: The most the recorder may be behind: past it the pumps wait for it (the disk is
 #: bounded, and no copy is ever dropped).
@@ -1189,6 +1199,7 @@ def frames(
     trim = Trim(spool)
     pause = Pause(spool, done)
     idle = Idle(wake, shared)
+    busy = Busy()
     clock = time.time
     while True:
         got = os.pread(spool, SPOOL_READ_BYTES, start + len(buf))
@@ -1199,13 +1210,16 @@ def frames(
             continue
         idle.awake()
         buf += got
+        heavy = busy.heavy()
         i = 0
         while len(buf) - i >= size:
             kind, offset, ts, n = unpack(buf[i : i + size])
             if len(buf) - i - size < n:
                 break  # the rest of this frame is still being written
-            if ts and not pause.ended and clock() - ts > LAG_S:  # (a control frame: 0)
-                pause.wait(start + i, start + len(buf))  # behind the traffic: let it pass
+            if ts and not pause.ended and (heavy or clock() - ts > LAG_S):  # (control: 0)
+                if pause.wait(start + i, start + len(buf), heavy):  # let the traffic pass
+                    busy.reset()  # the wait is not the recorder's use
+                heavy = False
             yield kind, offset, ts, bytes(buf[i + size : i + size + n])
             i += size + n
         del buf[:i]
@@ -1258,8 +1272,37 @@ class Idle:
         return True
 
 
+class Busy:
+    """Whether the recorder has taken more than `BUSY_SHARE` of a core since the window
+    began (`reset`), once it is at least `BUSY_WINDOW_S` long; each look past that length
+    begins a new window. The clocks are parameters for the tests."""
+
+    def __init__(
+        self,
+        wall: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.process_time,
+    ) -> None:
+        self.wall = wall
+        self.cpu = cpu
+        self.since = wall()
+        self.used = cpu()
+
+    def reset(self) -> None:
+        self.since = self.wall()
+        self.used = self.cpu()
+
+    def heavy(self) -> bool:
+        elapsed = self.wall() - self.since
+        if elapsed < BUSY_WINDOW_S:
+            return False
+        used = self.cpu() - self.used
+        self.reset()
+        return used > BUSY_SHARE * elapsed
+
+
 class Pause:
-    """The recorder's wait for a pause in the copies, when it is behind (`LAG_S`): while
+    """The recorder's wait for a pause in the copies, when it is behind (`LAG_S`) or busy
+    (`Busy`): while
     they keep coming (the spool grew within `QUIET_S`), it reads nothing, so that its CPU
     goes to the client and the server; unless it is `SPOOL_DEFER_BYTES` behind, or the
     copies have ended (`done`, closed by the wrapper after the last frame)."""
@@ -1273,24 +1316,29 @@ class Pause:
         self.ended = False
         self.seen = 0  # the spool's size when it was last looked at here
 
-    def wait(self, position: int, read: int) -> None:
+    def wait(self, position: int, read: int, busy: bool = False) -> bool:
         """Read nothing from `position` on while copies come. `read`: where the reading of
         the spool has got to. If none came past it, or since the last look here (the
-        frames read meanwhile are old ones), no traffic is waiting on the CPU."""
+        frames read meanwhile are old ones), no traffic is waiting on the CPU; a recorder
+        that is `busy` keeps up, so only copies since the last look here tell. True if it
+        waited (or the copies ended), False if it went on at once."""
         size = os.fstat(self.spool).st_size
         try:
-            if size <= max(read, self.seen):
-                return
+            if size <= (self.seen if busy else max(read, self.seen)):
+                return False
+            if size - position >= SPOOL_DEFER_BYTES:
+                return False
             while size - position < SPOOL_DEFER_BYTES:
                 if self.done is None:
                     time.sleep(QUIET_S)
                 elif self.select([self.done], [], [], QUIET_S)[0]:
                     self.ended = True  # every frame is written
-                    return
+                    return True
                 grown = os.fstat(self.spool).st_size
                 if grown == size:
-                    return  # none came for `QUIET_S`: read now
+                    return True  # none came for `QUIET_S`: read now
                 size = grown
+            return True
         finally:
             self.seen = size
 

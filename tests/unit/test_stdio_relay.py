@@ -439,8 +439,9 @@ def test_a_recorder_behind_waits_only_while_copies_keep_coming(tmp_path: Path) -
 
     def quick(position: int, read: int) -> None:
         t = time.monotonic()
-        pause.wait(position, read)
+        waited = pause.wait(position, read)
         assert time.monotonic() - t < w.QUIET_S / 2
+        assert waited == pause.ended  # went on at once: it says it did not wait
 
     quick(0, 100)  # everything in the spool is read: no traffic to yield to
 
@@ -453,7 +454,7 @@ def test_a_recorder_behind_waits_only_while_copies_keep_coming(tmp_path: Path) -
     growing = threading.Thread(target=grow)
     growing.start()
     t = time.monotonic()
-    pause.wait(0, 100)
+    assert pause.wait(0, 100)
     waited = time.monotonic() - t
     growing.join()
     assert waited >= 0.9 * w.QUIET_S  # at least one quiet spell looked for
@@ -466,7 +467,65 @@ def test_a_recorder_behind_waits_only_while_copies_keep_coming(tmp_path: Path) -
 
     os.pwrite(fd, b"z", w.SPOOL_DEFER_BYTES + 200)
     os.close(done_w)  # the wrapper wrote its last frame
-    pause.wait(w.SPOOL_DEFER_BYTES, 100)
+    assert pause.wait(w.SPOOL_DEFER_BYTES, 100)
     assert pause.ended
     os.close(done_r)
     os.close(fd)
+
+
+def test_the_recorder_is_heavy_only_past_its_share_of_a_window() -> None:
+    """`Busy`: a window shorter than `BUSY_WINDOW_S` is never heavy; a longer one is heavy
+    when the recorder used more than `BUSY_SHARE` of it, and each look past the window's
+    length begins a new one."""
+    now = {"wall": 100.0, "cpu": 5.0}
+    busy = w.Busy(wall=lambda: now["wall"], cpu=lambda: now["cpu"])
+    window = w.BUSY_WINDOW_S
+    now["wall"] += window / 2
+    now["cpu"] += window / 2  # a whole core, but not a whole window yet
+    assert not busy.heavy()
+    now["wall"] += window / 2
+    assert busy.heavy()  # a core over the window
+    now["wall"] += window
+    now["cpu"] += window * w.BUSY_SHARE / 2
+    assert not busy.heavy()  # a new window: half its share
+    now["wall"] += 2 * window
+    now["cpu"] += 2 * window * w.BUSY_SHARE * 1.5
+    assert busy.heavy()
+    now["cpu"] += window  # used, and then forgotten: the traffic paused it
+    busy.reset()
+    now["wall"] += window
+    assert not busy.heavy()
+
+
+def test_a_heavy_recorder_yields_to_the_traffic_until_it_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder that keeps up but is busy (every window heavy, here) reads nothing more
+    while copies keep coming, and reads them all, in order, once they stop for `QUIET_S`."""
+    monkeypatch.setattr(w, "BUSY_WINDOW_S", 0.0)
+    monkeypatch.setattr(w, "BUSY_SHARE", -1.0)
+    spool, feed = shared_spool(tmp_path)
+    frames = w.frames(os.dup(spool.fd), spool.wake_r, spool.read, spool.done_r)
+    seen: list[tuple[int, float]] = []
+
+    def run() -> None:
+        for _kind, offset, _ts, _data in frames:
+            seen.append((offset, time.monotonic()))
+
+    recorder = threading.Thread(target=run)
+    recorder.start()
+    n = 300
+    for i in range(n):  # each frame well inside `QUIET_S` of the one before
+        feed.send(b"c", i, time.time(), b"{}\n")
+        time.sleep(0.002)
+    stopped = time.monotonic()
+    deadline = stopped + 10
+    while len(seen) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    feed.close()
+    recorder.join(10)
+    assert not recorder.is_alive()
+    assert [offset for offset, _ in seen] == list(range(n))
+    during = sum(1 for _, t in seen if t < stopped)
+    assert during < n // 10, during  # a light recorder reads nearly all of them meanwhile
+    assert seen[-1][1] - stopped < 20 * w.QUIET_S  # and then all of them, soon
