@@ -83,8 +83,14 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
     spanned it, and the last model turn before it."""
     subscription = f"list_contains(coalesce(notes, []), {sql(NoteCode.SUBSCRIPTION)})"
     return f"""WITH r AS (
-  SELECT {SOURCE} AS src, id, kind, method, tool, outcome, sse,
-    modelTurn, endReason, notes, lastEventMs,
+  -- Scalars only: the structs and lists they come from are wide, and every later step
+  -- (the gaps' self-join above all) would carry them.
+  SELECT {SOURCE} AS src, id, kind, method, tool, outcome, lastEventMs,
+    sse.events AS events, sse.final AS final,
+    modelTurn.provider AS provider, modelTurn.model AS model,
+    modelTurn.complete AS complete, modelTurn.ttftMs AS ttft,
+    array_length(modelTurn.toolCalls) AS calls, modelTurn.stopReason AS stop,
+    {subscription} AS subscription,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1
   FROM {TABLE}
@@ -106,18 +112,17 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
   -- input: at 4M records the command took 23.2 s with it and 14.1 s without.
   SELECT g.src, g.a, g.b,
     list(struct_pack(id := f.id, kind := f.kind, method := f.method, tool := f.tool,
-      outcome := f.outcome, events := f.sse.events, final := f.sse.final,
-      last_event := f.lastEventMs,
-      provider := f.modelTurn.provider, model := f.modelTurn.model,
-      complete := f.modelTurn.complete, ttft := f.modelTurn.ttftMs,
-      started := f.t0) ORDER BY f.t0, f.id, f.t1, f.kind, f.method, f.tool) AS spans
+      outcome := f.outcome, events := f.events, final := f.final,
+      last_event := f.lastEventMs, provider := f.provider, model := f.model,
+      complete := f.complete, ttft := f.ttft, started := f.t0)
+      ORDER BY f.t0, f.id, f.t1, f.kind, f.method, f.tool) AS spans
   FROM gaps g JOIN r f ON f.src = g.src AND f.kind IN {sql_in(Kind.REQUEST, Kind.MODEL_TURN)}
-    AND f.t0 <= g.a AND f.t1 >= g.b AND NOT {subscription.replace("notes", "f.notes")}
+    AND f.t0 <= g.a AND f.t1 >= g.b AND NOT f.subscription
   GROUP BY g.src, g.a, g.b
 ), last_turn AS (
   SELECT g.src, g.a, g.b,
-    arg_max(struct_pack(id := t.id, calls := array_length(t.modelTurn.toolCalls),
-      stop := t.modelTurn.stopReason, complete := t.modelTurn.complete), t.t1) AS turn
+    arg_max(struct_pack(id := t.id, calls := t.calls, stop := t.stop,
+      complete := t.complete), t.t1) AS turn
   FROM gaps g JOIN r t ON t.src = g.src AND t.kind = {sql(Kind.MODEL_TURN)} AND t.t1 <= g.a
   GROUP BY g.src, g.a, g.b
 ), models AS (

@@ -66,6 +66,16 @@ MODEL_BUCKETS: Final = (
     (float("inf"), "≥10 s"),
 )
 
+#: A client reopens its 2026-07-28 standby stream when its loop next needs it, not after a
+#: back-off: fast-agent's reissued `subscriptions/listen` goes out with the model's re-call,
+#: 105 to 296 ms after a dropped connection across five passes. Coarse buckets too.
+LISTEN: Final = "subscriptions/listen"
+
+
+def coarse(retry: Retry) -> bool:
+    """Whether a retry's delay waits on the agent's loop or a handshake (`MODEL_BUCKETS`)."""
+    return retry.model or retry.origin == RetryOrigin.REINIT or retry.method == LISTEN
+
 
 #: A stall: a silence `mcp-layers hangs` reports by default, and the forensics too.
 STALL_MS: Final = hangs.STALL_MS
@@ -195,11 +205,7 @@ class Cell:
             return "—"
         text = ", ".join(
             dict.fromkeys(
-                bucket(
-                    r.delay_ms,
-                    MODEL_BUCKETS if r.model or r.origin == RetryOrigin.REINIT else BUCKETS,
-                )
-                for r in self.retries
+                bucket(r.delay_ms, MODEL_BUCKETS if coarse(r) else BUCKETS) for r in self.retries
             )
         )
         honoured = [
@@ -715,9 +721,10 @@ LEGEND: Final = (
     "rest), `resume refused (404)` when that GET was refused.",
     "- **after**: the delay from the end of the failed attempt to the retry, in buckets "
     "(exact values in the run's `runs.md`): <0.15 s, 0.15–0.4 s, 0.4–1 s, 1–10 s, "
-    "≥10 s; a re-call the model asked for, and a re-initialisation, in two (<10 s, "
-    "≥10 s), since they wait on the agent's loop and the fake model or on a new "
-    "handshake rather than on a back-off; for a 429 whether the client waited "
+    "≥10 s; a re-call the model asked for, a re-initialisation and a reopened "
+    "`subscriptions/listen` in two (<10 s, ≥10 s), since they wait on the agent's loop "
+    "and the fake model or on a new handshake rather than on a back-off; for a 429 "
+    "whether the client waited "
     "`Retry-After`.",
     "- **attempts**: the most attempts of one logical call of the method the fault hits "
     "(`—`: the client never sent that method).",

@@ -363,6 +363,19 @@ def test_resume_refused_on_a_client_answered_in_json_is_not_applicable() -> None
     )
 
 
+def test_a_reopened_listen_stream_lands_in_a_coarse_bucket(tmp_path: Path) -> None:
+    # fast-agent reissues `subscriptions/listen` with the model's re-call: 105 to 296 ms.
+    run = RunResult("fast-agent", "0.10.48", "connection_dropped", "again_after_error", "x", "")
+    for ms in (105.0, 296.0):
+        retries = [
+            matrix.Retry("tools/call", "model", 2, 109.0, True, None),
+            matrix.Retry(matrix.LISTEN, "reissue", 2, ms, False, None),
+        ]
+        assert matrix.Cell(run, retries=retries).after == "<10 s"
+    own = [matrix.Retry("tools/call", "reissue", 2, 105.0, False, None)]
+    assert matrix.Cell(run, retries=own).after == "<0.15 s"  # a call's own: fine-grained
+
+
 @pytest.mark.parametrize(
     ("origin", "model", "ms", "after"),
     [
