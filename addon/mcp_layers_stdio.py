@@ -1284,8 +1284,7 @@ class Busy:
     ) -> None:
         self.wall = wall
         self.cpu = cpu
-        self.since = wall()
-        self.used = cpu()
+        self.reset()
 
     def reset(self) -> None:
         self.since = self.wall()
@@ -1302,10 +1301,10 @@ class Busy:
 
 class Pause:
     """The recorder's wait for a pause in the copies, when it is behind (`LAG_S`) or busy
-    (`Busy`): while
-    they keep coming (the spool grew within `QUIET_S`), it reads nothing, so that its CPU
-    goes to the client and the server; unless it is `SPOOL_DEFER_BYTES` behind, or the
-    copies have ended (`done`, closed by the wrapper after the last frame)."""
+    (`Busy`): while they keep coming (the spool grew within `QUIET_S`), it reads nothing,
+    so that its CPU goes to the client and the server; unless it is `SPOOL_DEFER_BYTES`
+    behind, or the copies have ended (`done`, closed by the wrapper after the last
+    frame)."""
 
     def __init__(self, spool: int, done: int | None) -> None:
         import select
@@ -1324,9 +1323,8 @@ class Pause:
         waited (or the copies ended), False if it went on at once."""
         size = os.fstat(self.spool).st_size
         try:
-            if size <= (self.seen if busy else max(read, self.seen)):
-                return False
-            if size - position >= SPOOL_DEFER_BYTES:
+            quiet = size <= (self.seen if busy else max(read, self.seen))
+            if quiet or size - position >= SPOOL_DEFER_BYTES:
                 return False
             while size - position < SPOOL_DEFER_BYTES:
                 if self.done is None:

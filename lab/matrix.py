@@ -66,15 +66,13 @@ MODEL_BUCKETS: Final = (
     (float("inf"), "≥10 s"),
 )
 
-#: A client reopens its 2026-07-28 standby stream when its loop next needs it, not after a
-#: back-off: fast-agent's reissued `subscriptions/listen` goes out with the model's re-call,
-#: 105 to 296 ms after a dropped connection across five passes. Coarse buckets too.
-LISTEN: Final = "subscriptions/listen"
-
 
 def coarse(retry: Retry) -> bool:
-    """Whether a retry's delay waits on the agent's loop or a handshake (`MODEL_BUCKETS`)."""
-    return retry.model or retry.origin == RetryOrigin.REINIT or retry.method == LISTEN
+    """Whether a retry's delay waits on the agent's loop or a handshake (`MODEL_BUCKETS`).
+    A reopened 2026-07-28 subscription stream too: a client reopens it when its loop next
+    needs it, not after a back-off (fast-agent's goes out with the model's re-call, 105 to
+    296 ms after a dropped connection across five passes)."""
+    return retry.model or retry.origin == RetryOrigin.REINIT or retry.subscription
 
 
 #: A stall: a silence `mcp-layers hangs` reports by default, and the forensics too.
@@ -145,6 +143,8 @@ class Retry:
     retry_after_honored: bool | None
     #: when it was sent (epoch s), to list a cell's retries in the order they happened
     at: float | None = field(default=None, compare=False)
+    #: the record is a subscription stream (`NoteCode.SUBSCRIPTION`)
+    subscription: bool = False
 
 
 @dataclass
@@ -409,6 +409,7 @@ def build_cell(run: RunResult, silences: list[Silence] | None = None) -> Cell:
                 model,
                 rec.get("retryAfterHonored"),
                 _epoch(rec["ts"]),
+                NoteCode.SUBSCRIPTION in (rec.get("notes") or []),
             )
         )
     cell.retries += resumptions(records)

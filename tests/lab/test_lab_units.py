@@ -369,7 +369,7 @@ def test_a_reopened_listen_stream_lands_in_a_coarse_bucket(tmp_path: Path) -> No
     for ms in (105.0, 296.0):
         retries = [
             matrix.Retry("tools/call", "model", 2, 109.0, True, None),
-            matrix.Retry(matrix.LISTEN, "reissue", 2, ms, False, None),
+            matrix.Retry("subscriptions/listen", "reissue", 2, ms, False, None, subscription=True),
         ]
         assert matrix.Cell(run, retries=retries).after == "<10 s"
     own = [matrix.Retry("tools/call", "reissue", 2, 105.0, False, None)]
