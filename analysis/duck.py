@@ -77,6 +77,10 @@ LARGE_OBJECT_BYTES: Final = 128 * 1024 * 1024
 
 T = TypeVar("T")
 
+#: The database, a file in the engine's temporary directory, that holds the records table
+#: of a command that asks several questions.
+SPOOL: Final = "mcp_layers_spool"
+
 
 def duckdb_version() -> str:
     """The version of the DuckDB that writes and reads cache entries (part of their key)."""
@@ -141,6 +145,7 @@ class DuckEngine:
         # True while the view reads inputs not yet known to be clean.
         self.unchecked = False
         self.shared = False  # `records` a table (load's `shared`), else a view
+        self.spooled = False  # the spool database attached (SPOOL)
         self.object_bytes = OBJECT_BYTES
         # The records cache (analysis/cache.py): used for inputs on disk when `cache`.
         self.use_cache = cache
@@ -194,13 +199,16 @@ class DuckEngine:
         return self.report
 
     def _materialise(self) -> None:
+        if not self.spooled:
+            self.con.execute(f"ATTACH {_quote(self.spool / 'records.duckdb')} AS {SPOOL}")
+            self.spooled = True
         self.con.execute(
-            f"CREATE OR REPLACE TEMP TABLE raw AS "
+            f"CREATE OR REPLACE TABLE {SPOOL}.raw AS "
             f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, self.cols, self.object_bytes)})"
         )
         self.con.execute(
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
-            f"SELECT *, CAST(1 AS BIGINT) AS v, rowid AS {SEQUENCE} FROM raw"
+            f"SELECT *, CAST(1 AS BIGINT) AS v, rowid AS {SEQUENCE} FROM {SPOOL}.raw"
         )
 
     def head(self, name: str, columns: tuple[str, ...], limit: int | None) -> int:

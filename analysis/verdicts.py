@@ -252,23 +252,36 @@ ANY_TRANSPORT: Final = frozenset(
 def base(filters: Filters, http_only: bool = False) -> str:
     """The records with what every rule reads: the session's client, start and end in ms,
     the last HTTP status, whether the filters match, the input order, and when the
-    recording (its input file) ends. `http_only`: without stdio's records."""
-    return f"""r AS (
+    recording (its input file) ends. `http_only`: without stdio's records.
+
+    CTEs named `r_…` and last `r`, to follow `WITH`. The session's client and user agent,
+    and the input's end, are grouped apart and joined back rather than computed by
+    windows: a window sorts every record with every column the rule reads (at 4M records,
+    gigabytes spilled under the memory limit), a grouping holds one row per session. `r`
+    is NOT MATERIALIZED, so that each rule's use of it reads only the columns it needs."""
+    where = " WHERE coalesce(transport, '') <> 'stdio'" if http_only else ""
+    t1 = "epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT)"
+    return f"""r_sessions AS (
+  SELECT {SOURCE} AS r_src, session AS r_session,
+    coalesce(max(client), '(unknown client)') AS cl,
+    -- the session's user agent: with the name and the server, what tells one running
+    -- client from another of the same name (many apps keep an SDK's default name)
+    max(userAgent) AS ua
+  FROM {TABLE}{where}
+  GROUP BY ALL
+), r_inputs AS (
+  SELECT {SOURCE} AS r_src, max({t1}) AS tend FROM {TABLE}{where} GROUP BY ALL
+), r AS NOT MATERIALIZED (
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, ts, session, method, outcome,
     protocolVersion AS pv, httpStatuses, sse, retryOrigin, retryOf, retryDelayMs,
     retryAfterMs, retryAfterHonored, previousSession, endReason, requestHeaders, accept,
     eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario, injected, server,
-    coalesce(max(client) OVER (PARTITION BY {SOURCE}, session), '(unknown client)') AS cl,
-    -- the session's user agent: with the name and the server, what tells one running
-    -- client from another of the same name (many apps keep an SDK's default name)
-    max(userAgent) OVER (PARTITION BY {SOURCE}, session) AS ua,
+    s.cl, s.ua, i.tend,
     {ISSUED} AS issued,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
-    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1,
+    {t1} AS t1,
     epoch_ms(TRY_CAST(ts AS TIMESTAMP))
       + CAST(coalesce(streamClosedMs, durationMs, 0) AS BIGINT) AS tcut,
-    max(epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT))
-      OVER (PARTITION BY {SOURCE}) AS tend,
     httpStatuses[len(httpStatuses)] AS status,
     {has_note(NoteCode.PROXY_SHUTDOWN)} AS shutdown,
     -- a POST's stream that ended before its record did (the request waited on for a
@@ -280,7 +293,9 @@ def base(filters: Filters, http_only: bool = False) -> str:
       OR (kind = {sql(Kind.SESSION_END)}
         AND (endReason IS NULL OR endReason = {sql(EndReason.DELETE)}))) AS sent,
     {queries.matched(filters)} AS m
-  FROM {TABLE}{" WHERE coalesce(transport, '') <> 'stdio'" if http_only else ""}
+  FROM {TABLE}
+  JOIN r_sessions s ON s.r_src = {SOURCE} AND s.r_session IS NOT DISTINCT FROM session
+  JOIN r_inputs i ON i.r_src = {SOURCE}{where}
 )"""
 
 
