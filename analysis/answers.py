@@ -61,8 +61,11 @@ FORMAT: Final = b"mcp-layers answer 2\n"
 #: The blocks of an input that go into its fingerprint, from its start and its end.
 EDGE_BYTES: Final = 64 * 1024
 
-#: Output past this is not kept (a `query` of every record): printed, never stored.
-MAX_KEPT_BYTES: Final = 16 * 1024 * 1024
+#: Output past this is not kept (a `query` of every record): printed, never stored. A
+#: bound on what a run holds while it prints, and on one answer's share of the cache (a
+#: 32nd of its default bound); large enough for `show` of a session of 200,000 records
+#: (30 MB in JSON), whose first answer takes tens of seconds.
+MAX_KEPT_BYTES: Final = 64 * 1024 * 1024
 
 #: The environment output depends on, besides `MCP_LAYERS_*` and `LC_*`.
 ENVIRONMENT: Final = ("NO_COLOR", "TZ", "LANG", "PYTHONIOENCODING", "PYTHONUTF8")
