@@ -4,8 +4,12 @@ Inputs are read with `read_json`, told every column's type (from the record defi
 never sniffed). A command that asks one question queries them where they lie: `records` is
 a view over the files, so the query reads only the columns it uses, in one pass, and
 nothing is copied. A command that asks several questions of the same records (`shared`)
-reads the columns it declares once into a temporary table instead, and its queries run
-over that.
+reads the columns it declares once into a table instead, and its queries run over that.
+The table is in a database file of its own in the engine's temporary directory (the
+spool, `SPOOL`), not DuckDB's temporary schema: a database file's columns are compressed
+(4M records: 140 MB) and paged in under the memory limit, where a temporary table is held
+uncompressed and, past the limit, spilled and read back (`verdicts` of 4M records, the
+same statements: 132 s over a temporary table, 97 s over the spool).
 
 Every row must say `"v": 1`: the view's filter raises for one that does not (`error()` is
 volatile, so DuckDB evaluates it on every row; the view's window keeps a query's own
