@@ -5,11 +5,13 @@ never sniffed). A command that asks one question queries them where they lie: `r
 a view over the files, so the query reads only the columns it uses, in one pass, and
 nothing is copied. A command that asks several questions of the same records (`shared`)
 reads the columns it declares once into a table instead, and its queries run over that.
-The table is in a database file of its own in the engine's temporary directory (the
-spool, `SPOOL`), not DuckDB's temporary schema: a database file's columns are compressed
-(4M records: 140 MB) and paged in under the memory limit, where a temporary table is held
-uncompressed and, past the limit, spilled and read back (`verdicts` of 4M records, the
-same statements: 132 s over a temporary table, 97 s over the spool).
+The table is a temporary one, held in memory, when it fits in the memory limit; otherwise
+(`spooled`) it is in a database file of its own in the engine's temporary directory (the
+spool, `SPOOL`): a database file's columns are compressed (4M records: 140 MB) and paged
+in under the limit, where a temporary table is held uncompressed and, past the limit,
+spilled and read back (`verdicts` of 4M records, the same statements: 132 s over a
+temporary table, 97 s over the spool). Compressing costs a little: 0.3-0.8 s a million
+records when the table would have fitted.
 
 Every row must say `"v": 1`: the view's filter raises for one that does not (`error()` is
 volatile, so DuckDB evaluates it on every row; the view's window keeps a query's own
@@ -82,8 +84,41 @@ LARGE_OBJECT_BYTES: Final = 128 * 1024 * 1024
 T = TypeVar("T")
 
 #: The database, a file in the engine's temporary directory, that holds the records table
-#: of a command that asks several questions.
+#: of a command that asks several questions when it would not fit in memory (`spooled`).
 SPOOL: Final = "mcp_layers_spool"
+
+#: How many times the memory limit a records table may be estimated at and still be held
+#: in memory (`spooled`). Measured on the benchmark's records (1M and 2M, 2026-12-07):
+#: at about twice the limit a temporary table and the spool cost the same, give or take
+#: 10 % (`show`, which asks two questions, a little faster in memory; `verdicts`, sixteen,
+#: faster spooled); at four times, the spool is 1.5 to 3 times faster.
+SPOOL_ABOVE: Final = 2
+
+#: How much larger than its file a gzip input is once read (a JSONL recording compresses
+#: about this much): its size for `spooled`'s estimate.
+GZIP_RATIO: Final = 8
+
+_UNITS: Final = {"bytes": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+
+
+def spooled(inputs: Sequence[Input], read: int, every: int, limit: int) -> bool:
+    """Whether a records table of `inputs` goes to the spool: its estimated size (the
+    inputs' bytes, each column declared counted as an equal share of `every`) over
+    SPOOL_ABOVE times the memory `limit`. An input that cannot be measured counts as
+    none (it will fail to read, and say why)."""
+    size = 0
+    for inp in inputs:
+        try:
+            size += os.path.getsize(inp.path) * (GZIP_RATIO if inp.gzip else 1)
+        except OSError:
+            continue
+    return size * read > SPOOL_ABOVE * limit * every
+
+
+def limit_bytes(setting: str) -> int:
+    """DuckDB's `memory_limit` as it says it (`953.6 MiB`) in bytes."""
+    number, _, unit = setting.strip().partition(" ")
+    return int(float(number) * _UNITS.get(unit, 1))
 
 
 def duckdb_version() -> str:
@@ -149,7 +184,7 @@ class DuckEngine:
         # True while the view reads inputs not yet known to be clean.
         self.unchecked = False
         self.shared = False  # `records` a table (load's `shared`), else a view
-        self.spooled = False  # the spool database attached (SPOOL)
+        self.attached_spool = False  # the records table is in the spool (SPOOL)
         self.object_bytes = OBJECT_BYTES
         # The records cache (analysis/cache.py): used for inputs on disk when `cache`.
         self.use_cache = cache
@@ -203,17 +238,29 @@ class DuckEngine:
         return self.report
 
     def _materialise(self) -> None:
-        if not self.spooled:
-            self.con.execute(f"ATTACH {_quote(self.spool / 'records.duckdb')} AS {SPOOL}")
-            self.spooled = True
+        table = "raw"
+        if self._spooled():
+            if not self.attached_spool:
+                self.con.execute(f"ATTACH {_quote(self.spool / 'records.duckdb')} AS {SPOOL}")
+                self.attached_spool = True
+            table = f"{SPOOL}.raw"
         self.con.execute(
-            f"CREATE OR REPLACE TABLE {SPOOL}.raw AS "
+            f"CREATE OR REPLACE {'TABLE' if self.attached_spool else 'TEMP TABLE'} {table} AS "
             f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, self.cols, self.object_bytes)})"
         )
         self.con.execute(
             f"CREATE OR REPLACE TEMP VIEW {TABLE} AS "
-            f"SELECT *, CAST(1 AS BIGINT) AS v, rowid AS {SEQUENCE} FROM {SPOOL}.raw"
+            f"SELECT *, CAST(1 AS BIGINT) AS v, rowid AS {SEQUENCE} FROM {table}"
         )
+
+    def _spooled(self) -> bool:
+        """Whether the records table goes to the spool (`spooled`); once it has, it stays
+        there (a table read again after a bad line is the same size)."""
+        if self.attached_spool:
+            return True
+        row = self.con.execute("SELECT current_setting('memory_limit')").fetchone()
+        limit = limit_bytes(str(row[0])) if row is not None else 0
+        return spooled(self.inputs, len(self.cols), len(read_columns()), limit)
 
     def head(self, name: str, columns: tuple[str, ...], limit: int | None) -> int:
         """The first `limit` records of the inputs (every one when None), with `columns`, as

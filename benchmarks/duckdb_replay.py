@@ -13,7 +13,9 @@ would run. Prints how many rows the statements returned.
 """
 
 import json
+import os
 import sys
+import tempfile
 
 import duckdb
 
@@ -22,11 +24,21 @@ with open(log, encoding="utf-8") as f:
     entries = [json.loads(line) for line in f]
 if sys.argv[1] == "--verbatim":
     con = duckdb.connect()
-    for e in entries:
-        if "raw" in e:
-            cur = con.execute(e["raw"])
-            if cur.description:
-                cur.fetchall()
+    # The files the command kept in its temporary directory (its spool database), in one
+    # of this run's own.
+    spools = [e["spool"] for e in entries if "spool" in e]
+    with tempfile.TemporaryDirectory(prefix="duckdb-replay-") as here:
+        for n in range(len(spools)):
+            os.mkdir(f"{here}/{n}")
+        for e in entries:
+            if "raw" in e:
+                sql = e["raw"]
+                for n, spool in enumerate(spools):
+                    sql = sql.replace(spool, f"{here}/{n}")
+                cur = con.execute(sql)
+                if cur.description:
+                    cur.fetchall()
+        con.close()
     sys.exit(0)
 load = next(e["load"] for e in entries if "load" in e)
 columns = "{" + ", ".join(f"'{n}': '{t}'" for n, t in load["columns"].items()) + "}"

@@ -4,7 +4,8 @@ table (`load`), then every statement, in order.
 
     python benchmarks/sql_trace.py LOG verdicts rec.jsonl --no-cache
 
-The log is JSON lines: {"load": {"columns": {name: type}, "shared": bool}}, then
+The log is JSON lines: {"spool": the engine's temporary directory}, {"load": {"columns":
+{name: type}, "shared": bool}}, then
 {"sql": "..."} per query; and {"raw": "..."} for every statement the command sent its
 connection, its reading of the inputs included (`duckdb_replay.py --verbatim` runs
 those, for `report`, which builds tables of its own). Run with `--no-cache`: from a cache
@@ -48,6 +49,9 @@ def main(log_path: str, argv: list[str]) -> None:
 
     def traced_init(self: duck.DuckEngine, **kwargs: Any) -> None:
         init(self, **kwargs)
+        # Where the engine keeps its files (its spool database among them): gone once the
+        # command has run, so a replay puts them in a directory of its own.
+        note({"spool": str(self.spool)})
         self.con = Connection(self.con)  # type: ignore[assignment]
 
     def traced_load(

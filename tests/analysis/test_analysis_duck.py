@@ -11,13 +11,14 @@ from pathlib import Path
 import orjson
 import pytest
 from analysis_helpers import BASELINE, FIXTURES, SYNTHETIC, invoke
+from mcp_layers_analysis import duck as duck_mod
 from mcp_layers_analysis import inputs
 from mcp_layers_analysis.compare import table
-from mcp_layers_analysis.duck import DuckEngine
+from mcp_layers_analysis.duck import GZIP_RATIO, DuckEngine, limit_bytes, spooled
 from mcp_layers_analysis.errors import NewerRecordVersion
 from mcp_layers_analysis.filters import Filters
 from mcp_layers_analysis.limits import MAX_REPORTED_BAD_LINES
-from mcp_layers_analysis.load import Report
+from mcp_layers_analysis.load import Input, Report
 from mcp_layers_core.record import is_issued_session
 
 #: What the synthetic recording holds, read from it: its records' count, the ids of its
@@ -210,6 +211,86 @@ def test_the_view_and_the_table_give_the_same_records(tmp_path: Path) -> None:
             engine.close()
     assert answers[0] == answers[1]
     assert len(answers[0][1]) > len(RECORDS)
+
+
+@pytest.fixture
+def spool_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every records table in the spool database, however small."""
+    monkeypatch.setattr(duck_mod, "SPOOL_ABOVE", 0)
+
+
+def test_the_spool_and_memory_give_the_same_records(spool_always: None) -> None:
+    paths = [str(SYNTHETIC), str(BASELINE)]
+    query = "SELECT * FROM records ORDER BY _seq"
+    engine = DuckEngine(threads=2)
+    try:
+        engine.load(inputs.expand(paths), None, print)
+        assert engine.attached_spool and (engine.spool / "records.duckdb").is_file()
+        spooled = engine.table(query)
+    finally:
+        engine.close()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(duck_mod, "SPOOL_ABOVE", 10**6)
+        engine = DuckEngine(threads=2)
+        try:
+            engine.load(inputs.expand(paths), None, print)
+            assert not engine.attached_spool
+            assert spooled == engine.table(query)
+        finally:
+            engine.close()
+    assert len(spooled[1]) > len(RECORDS)
+
+
+def test_bad_lines_in_the_spool_are_reported_as_in_memory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = bad_file(tmp_path, 3)
+    found = []
+    for above in (10**6, 0):
+        monkeypatch.setattr(duck_mod, "SPOOL_ABOVE", above)
+        engine = DuckEngine(threads=2)
+        try:
+            report, warnings = load(engine, [str(path)])
+            assert engine.attached_spool == (above == 0)
+            count = engine.rows("SELECT count(*) FROM records")[0][0]
+        finally:
+            engine.close()
+        found.append((report.bad_lines, report.records, count, warnings))
+    assert found[0] == found[1]
+    assert found[1][:3] == (3, len(RECORDS), len(RECORDS)) and len(found[1][3]) == 3
+
+
+@pytest.mark.parametrize("command", ["verdicts", "retries", "sessions"])
+def test_a_spooled_command_answers_as_in_memory(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = (command, SYNTHETIC, BASELINE, "--format", "json", "--no-cache")
+    in_memory = invoke(*args)
+    monkeypatch.setattr(duck_mod, "SPOOL_ABOVE", 0)
+    spooled = invoke(*args)
+    assert spooled.exit_code == in_memory.exit_code and spooled.exit_code in (0, 3)
+    assert spooled.stdout == in_memory.stdout and len(spooled.stdout) > 100
+
+
+def test_a_table_goes_to_the_spool_past_twice_the_memory_limit(tmp_path: Path) -> None:
+    plain, packed = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"
+    plain.write_bytes(b"x" * 1000)
+    packed.write_bytes(b"x" * 100)
+    a = Input(0, "a", str(plain), gzip=False)
+    b = Input(1, "b", str(packed), gzip=True)
+    gone = Input(2, "c", str(tmp_path / "gone.jsonl"), gzip=False)
+    # every column read: the bytes themselves; half of them: half the bytes
+    assert not spooled([a], 10, 10, limit=500) and spooled([a], 10, 10, limit=499)
+    assert not spooled([a], 5, 10, limit=250) and spooled([a], 5, 10, limit=249)
+    # a gzip input counts GZIP_RATIO times its size; one that is not there, nothing
+    assert spooled([b], 1, 1, limit=100 * GZIP_RATIO // 2 - 1)
+    assert not spooled([a, gone], 1, 1, limit=500)
+
+
+def test_duckdbs_memory_limit_is_read_in_bytes() -> None:
+    assert limit_bytes("953.6 MiB") == int(953.6 * 1024**2)
+    assert limit_bytes("1.8 GiB") == int(1.8 * 1024**3)
+    assert limit_bytes("512 bytes") == 512
 
 
 def test_a_line_longer_than_duckdbs_default_reads(tmp_path: Path) -> None:
