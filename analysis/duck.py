@@ -239,14 +239,14 @@ class DuckEngine:
         return self.report
 
     def _materialise(self) -> None:
-        table = "raw"
+        table, create = "raw", "TEMP TABLE"
         if self._spooled():
             if not self.attached_spool:
                 self.con.execute(f"ATTACH {_quote(self.spool / 'records.duckdb')} AS {SPOOL}")
                 self.attached_spool = True
-            table = f"{SPOOL}.raw"
+            table, create = f"{SPOOL}.raw", "TABLE"
         self.con.execute(
-            f"CREATE OR REPLACE {'TABLE' if self.attached_spool else 'TEMP TABLE'} {table} AS "
+            f"CREATE OR REPLACE {create} {table} AS "
             f"SELECT * EXCLUDE (v) FROM ({_scan(self.inputs, self.cols, self.object_bytes)})"
         )
         self.con.execute(

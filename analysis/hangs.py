@@ -38,7 +38,7 @@ from .load import Engine
 from .queries import matched
 from .render import Cell, Seconds
 from .table import SOURCE, TABLE
-from .terms import sql, sql_in
+from .terms import ENDED_MS, STARTED_MS, sql, sql_in
 
 #: A silence this long is a stall, here and in the forensics after an incident.
 STALL_MS: Final = 10_000
@@ -91,8 +91,8 @@ def hangs_sql(filters: Filters, min_ms: int) -> str:
     modelTurn.complete AS complete, modelTurn.ttftMs AS ttft,
     array_length(modelTurn.toolCalls) AS calls, modelTurn.stopReason AS stop,
     {subscription} AS subscription,
-    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
-    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT) AS t1
+    {STARTED_MS} AS t0,
+    {ENDED_MS} AS t1
   FROM {TABLE}
   WHERE ts IS NOT NULL AND (kind = {sql(Kind.MODEL_TURN)} OR {matched(filters)})
     AND kind IN {sql_in(*_TRAFFIC, Kind.SESSION_END)}

@@ -82,3 +82,10 @@ POSTS: Final = sql_in(Kind.REQUEST, Kind.NOTIFICATION, Kind.RESPONSE)
 #: The kinds of record a POST or a GET makes (a DELETE makes a `session_end`, as the
 #: proxy's own ends of a session do).
 POSTS_AND_GETS: Final = sql_in(Kind.REQUEST, Kind.NOTIFICATION, Kind.RESPONSE, Kind.STREAM)
+
+
+#: SQL: when a record started, in ms since the epoch (NULL when its `ts` is not a time).
+STARTED_MS: Final = "epoch_ms(TRY_CAST(ts AS TIMESTAMP))"
+
+#: SQL: when a record ended, in ms since the epoch: its start and its `durationMs` (none: 0).
+ENDED_MS: Final = f"{STARTED_MS} + CAST(coalesce(durationMs, 0) AS BIGINT)"

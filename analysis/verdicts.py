@@ -37,7 +37,16 @@ from .filters import Filters
 from .hangs import HANG_COLUMNS
 from .load import Engine
 from .table import SEQUENCE, SOURCE, TABLE
-from .terms import POSTS, POSTS_AND_GETS, has_note, issued_session, sql, sql_in
+from .terms import (
+    ENDED_MS,
+    POSTS,
+    POSTS_AND_GETS,
+    STARTED_MS,
+    has_note,
+    issued_session,
+    sql,
+    sql_in,
+)
 
 
 class Verdict(StrEnum):
@@ -260,7 +269,6 @@ def base(filters: Filters, http_only: bool = False) -> str:
     gigabytes spilled under the memory limit), a grouping holds one row per session. `r`
     is NOT MATERIALIZED, so that each rule's use of it reads only the columns it needs."""
     where = " WHERE coalesce(transport, '') <> 'stdio'" if http_only else ""
-    t1 = "epoch_ms(TRY_CAST(ts AS TIMESTAMP)) + CAST(coalesce(durationMs, 0) AS BIGINT)"
     return f"""r_sessions AS (
   SELECT {SOURCE} AS r_src, session AS r_session,
     coalesce(max(client), '(unknown client)') AS cl,
@@ -270,7 +278,7 @@ def base(filters: Filters, http_only: bool = False) -> str:
   FROM {TABLE}{where}
   GROUP BY ALL
 ), r_inputs AS (
-  SELECT {SOURCE} AS r_src, max({t1}) AS tend FROM {TABLE}{where} GROUP BY ALL
+  SELECT {SOURCE} AS r_src, max({ENDED_MS}) AS tend FROM {TABLE}{where} GROUP BY ALL
 ), r AS NOT MATERIALIZED (
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, kind, ts, session, method, outcome,
     protocolVersion AS pv, httpStatuses, sse, retryOrigin, retryOf, retryDelayMs,
@@ -278,10 +286,9 @@ def base(filters: Filters, http_only: bool = False) -> str:
     eventIds, retryMs, notes, jsonrpc, negotiation, client, scenario, injected, server,
     s.cl, s.ua, i.tend,
     {ISSUED} AS issued,
-    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS t0,
-    {t1} AS t1,
-    epoch_ms(TRY_CAST(ts AS TIMESTAMP))
-      + CAST(coalesce(streamClosedMs, durationMs, 0) AS BIGINT) AS tcut,
+    {STARTED_MS} AS t0,
+    {ENDED_MS} AS t1,
+    {STARTED_MS} + CAST(coalesce(streamClosedMs, durationMs, 0) AS BIGINT) AS tcut,
     httpStatuses[len(httpStatuses)] AS status,
     {has_note(NoteCode.PROXY_SHUTDOWN)} AS shutdown,
     -- a POST's stream that ended before its record did (the request waited on for a

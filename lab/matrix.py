@@ -725,8 +725,7 @@ LEGEND: Final = (
     "≥10 s; a re-call the model asked for, a re-initialisation and a reopened "
     "`subscriptions/listen` in two (<10 s, ≥10 s), since they wait on the agent's loop "
     "and the fake model or on a new handshake rather than on a back-off; for a 429 "
-    "whether the client waited "
-    "`Retry-After`.",
+    "whether the client waited `Retry-After`.",
     "- **attempts**: the most attempts of one logical call of the method the fault hits "
     "(`—`: the client never sent that method).",
     "- **re-init**: an `initialize` that is not a retry of `initialize`, after the first "

@@ -23,7 +23,7 @@ from mcp_layers_analysis.queries import (
 )
 from mcp_layers_analysis.sessions import SHOW_COLUMNS
 from mcp_layers_analysis.table import SEQUENCE, SOURCE, TABLE
-from mcp_layers_analysis.terms import sql
+from mcp_layers_analysis.terms import STARTED_MS, sql
 from mcp_layers_core.record import FIELD, Kind, Obj
 
 #: The columns the report reads: the commands' own, and what a timeline draws. Only these
@@ -216,7 +216,7 @@ def model_turns(spans: Sequence[tuple[int, int, float, float]], per_chain: int) 
     return f"""WITH c(chain, src, a, b) AS (VALUES {values}
 ), t AS (
   SELECT {SOURCE} AS src, {SEQUENCE} AS seq, id, durationMs, modelTurn,
-    epoch_ms(TRY_CAST(ts AS TIMESTAMP)) AS at_ms
+    {STARTED_MS} AS at_ms
   FROM {TABLE}
   WHERE kind = {sql(Kind.MODEL_TURN)} AND ts IS NOT NULL
 ), j AS (
